@@ -3,6 +3,7 @@ package graph
 import (
 	"math/rand"
 	"sort"
+	"strconv"
 
 	"github.com/pkg/errors"
 	G "gorgonia.org/gorgonia"
@@ -178,8 +179,9 @@ func (p *Params) Float64s(name string) []float64 {
 	return ToFloat64s(v)
 }
 
-// ToFloat64s copies a float32 or float64 tensor's data to a new []float64.
-func ToFloat64s(t tensor.Tensor) []float64 {
+// ToFloat64s copies the data of a float32 or float64 tensor or scalar (a
+// tensor.Tensor or G.Value) to a new []float64.
+func ToFloat64s(t interface{ Data() interface{} }) []float64 {
 	switch d := t.Data().(type) {
 	case []float32:
 		out := make([]float64, len(d))
@@ -217,3 +219,37 @@ func FromFloat64s(dt tensor.Dtype, shape tensor.Shape, data []float64) *tensor.D
 	return fromFloat64(dt, shape, append([]float64(nil), data...))
 }
 
+// UniqueName returns base, or base_N for the smallest N ≥ 1 that g does not
+// use yet. Gorgonia may merge input nodes of equal name, type and shape, so
+// every fixed buffer added to a graph gets its own name.
+func UniqueName(g *G.ExprGraph, base string) string {
+	if len(g.ByName(base)) == 0 {
+		return base
+	}
+	for i := 1; ; i++ {
+		n := base + "_" + strconv.Itoa(i)
+		if len(g.ByName(n)) == 0 {
+			return n
+		}
+	}
+}
+
+// Scalar returns a constant scalar node of g's dtype dt holding v.
+func Scalar(g *G.ExprGraph, dt tensor.Dtype, v float64) *G.Node {
+	if dt == tensor.Float32 {
+		return G.NewConstant(float32(v))
+	}
+	return G.NewConstant(v)
+}
+
+// RepeatMask returns m [Tq, Tk] repeated n times as [n, 1, Tq, Tk].
+func RepeatMask(m *tensor.Dense, n int) *tensor.Dense {
+	sh := m.Shape()
+	tq, tk := sh[0], sh[1]
+	src := ToFloat64s(m)
+	out := make([]float64, 0, n*len(src))
+	for i := 0; i < n; i++ {
+		out = append(out, src...)
+	}
+	return fromFloat64(m.Dtype(), tensor.Shape{n, 1, tq, tk}, out)
+}

@@ -1,0 +1,188 @@
+package trainer
+
+import (
+	"math"
+	"testing"
+
+	"gorgonia.org/tensor"
+
+	"github.com/rpe-go/rpe/graph"
+	"github.com/rpe-go/rpe/layers"
+)
+
+// naiveEval scores data window by window, one window per forward pass and
+// one graph per window length, from the per-position log-probabilities.
+func naiveEval(t *testing.T, p *graph.Params, m layers.Config, data []byte, le, lastN int) (nats float64, windows, tokens int) {
+	t.Helper()
+	e, err := NewEvaluator(p, m, 1, le)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for w := 0; (w+1)*le+1 <= len(data); w++ {
+		ids := make([]int, le)
+		for j := range ids {
+			ids[j] = int(data[w*le+j])
+		}
+		err := e.forward(ids, func(j int, logits []float64) error {
+			if j >= le-lastN {
+				// log softmax by hand
+				var s float64
+				for _, x := range logits {
+					s += math.Exp(x)
+				}
+				nats -= logits[data[w*le+j+1]] - math.Log(s)
+				tokens++
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		windows++
+	}
+	return nats / float64(tokens), windows, tokens
+}
+
+func TestEval(t *testing.T) {
+	cfg := tinyConfig()
+	tr := newTiny(t, cfg)
+	trainN(t, tr, 3)
+	data := tinyText()[:8*5+3] // 5 windows of 8 (+1 target), 2 bytes left over
+	for _, c := range []struct{ batch, lastN, windows, tokens int }{
+		{1, 0, 5, 40}, {2, 0, 5, 40}, {4, 3, 5, 15}, {8, 8, 5, 40}, {3, 1, 5, 5},
+	} {
+		e, err := NewEvaluator(tr.Params, cfg.Model, c.batch, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := e.Eval(data, c.lastN, 0)
+		e.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := c.lastN
+		if n == 0 {
+			n = 8
+		}
+		want, ww, wt := naiveEval(t, tr.Params, cfg.Model, data, 8, n)
+		if r.Windows != c.windows || r.Tokens != c.tokens || ww != c.windows || wt != c.tokens {
+			t.Errorf("%+v: %d windows %d tokens (naive %d %d)", c, r.Windows, r.Tokens, ww, wt)
+		}
+		if math.Abs(r.Nats-want) > 1e-12 || math.Abs(r.BitsPerByte-want/math.Ln2) > 1e-12 {
+			t.Errorf("%+v: %v nats, naive %v", c, r.Nats, want)
+		}
+	}
+	// MaxWindows, errors.
+	r, err := Evaluate(tr.Params, cfg.Model, data, EvalOptions{Len: 8, MaxWindows: 2})
+	if err != nil || r.Windows != 2 || r.Tokens != 16 {
+		t.Errorf("max windows: %+v %v", r, err)
+	}
+	_, err = Evaluate(tr.Params, cfg.Model, data[:8], EvalOptions{Len: 8})
+	wantErr(t, err, "too short")
+	_, err = Evaluate(tr.Params, cfg.Model, data, EvalOptions{Len: 8, LastN: 9})
+	wantErr(t, err, "last-n 9")
+	// Longer windows run on the same weights (no position encoding).
+	if _, err := Evaluate(tr.Params, cfg.Model, tinyText(), EvalOptions{Len: 32, Batch: 2}); err != nil {
+		t.Error(err)
+	}
+	if Windows(17, 8) != 2 || Windows(16, 8) != 1 || Windows(8, 8) != 0 || Windows(0, 8) != 0 {
+		t.Error("Windows")
+	}
+}
+
+// TestEvalUniform: with the output head zeroed every logit is equal, so the
+// model predicts the uniform distribution over 256 bytes: exactly 8 bits per
+// byte, at any window length and with any last-n.
+func TestEvalUniform(t *testing.T) {
+	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
+		cfg := tinyConfig()
+		cfg.Dtype = dt
+		tr := newTiny(t, cfg)
+		info, _ := tr.Params.Info("head/w")
+		tr.Params.Set("head/w", make([]float64, info.Shape.TotalSize()))
+		for _, o := range []EvalOptions{{Len: 8}, {Len: 16, LastN: 4, Batch: 3}} {
+			r, err := Evaluate(tr.Params, cfg.Model, tr.Corpus.Val, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(r.BitsPerByte-8) > 1e-12 {
+				t.Errorf("%v %+v: %.15f bits/byte, want 8", dt, o, r.BitsPerByte)
+			}
+		}
+	}
+}
+
+// TestEvalLearnedBeyondTable: a learned absolute table cannot serve longer
+// windows; Evaluate returns the layer's error.
+func TestEvalLearnedBeyondTable(t *testing.T) {
+	cfg := tinyConfig()
+	cfg.Model.Pos = "learned"
+	cfg.Model.PosOpts.MaxLen = 8
+	tr := newTiny(t, cfg)
+	if _, err := Evaluate(tr.Params, cfg.Model, tr.Corpus.Val, EvalOptions{Len: 8}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Evaluate(tr.Params, cfg.Model, tr.Corpus.Val, EvalOptions{Len: 16})
+	wantErr(t, err, "length 16", "position beyond the learned table")
+}
+
+func TestSample(t *testing.T) {
+	cfg := tinyConfig()
+	tr := newTiny(t, cfg)
+	trainN(t, tr, 2)
+	opt := SampleOptions{Prompt: []byte("The quick"), N: 30, Temperature: 1, Seed: 3, Window: 8}
+	a, err := Sample(tr.Params, cfg.Model, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Sample(tr.Params, cfg.Model, opt)
+	if len(a) != 30 || string(a) != string(b) {
+		t.Fatalf("samples %q %q", a, b)
+	}
+	opt.Seed = 4
+	if c, _ := Sample(tr.Params, cfg.Model, opt); string(c) == string(a) {
+		t.Error("another seed gave the same sample")
+	}
+	opt.Temperature = 0
+	g1, _ := Sample(tr.Params, cfg.Model, opt)
+	opt.Seed = 5
+	g2, _ := Sample(tr.Params, cfg.Model, opt)
+	if string(g1) != string(g2) {
+		t.Error("greedy sampling depends on the seed")
+	}
+	if s, err := Sample(tr.Params, cfg.Model, SampleOptions{N: 3, Window: 8}); err != nil || len(s) != 3 {
+		t.Errorf("empty prompt: %q %v", s, err)
+	}
+	_, err = Sample(tr.Params, cfg.Model, SampleOptions{N: 3})
+	wantErr(t, err, "window")
+
+	// Greedy sampling with the padded causal graph equals greedy sampling
+	// that recomputes each step with an exact-length graph.
+	opt.Prompt = []byte("The")
+	g1, _ = Sample(tr.Params, cfg.Model, opt)
+	ctx := []byte("The")
+	for i := 0; i < 12; i++ {
+		w := ctx[max(0, len(ctx)-8):]
+		e, err := NewEvaluator(tr.Params, cfg.Model, 1, len(w))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := make([]int, len(w))
+		for j, c := range w {
+			ids[j] = int(c)
+		}
+		var next int
+		e.forward(ids, func(j int, logits []float64) error {
+			if j == len(w)-1 {
+				next = draw(logits, make([]float64, 256), 0, nil)
+			}
+			return nil
+		})
+		e.Close()
+		ctx = append(ctx, byte(next))
+	}
+	if string(ctx[3:]) != string(g1[:12]) {
+		t.Errorf("padded greedy sample %q, exact-length %q", g1[:12], ctx[3:])
+	}
+}

@@ -1,0 +1,75 @@
+// Package graph holds the computation-graph pieces that the rest of the
+// module builds on: the store of learnable parameters (Params), the
+// operations that Gorgonia v0.9.18 lacks or gets wrong, attention masks, and
+// a numerical gradient checker used by the tests of every package.
+//
+// It imports only Gorgonia, its tensor package and pkg/errors.
+//
+// # Ops
+//
+// Every op is a custom Gorgonia Op with a symbolic derivative (G.SDOp) built
+// from further custom gradient ops, works on float32 and float64 graphs, always
+// writes its result to fresh memory, validates shapes when the node is built
+// (errors name the op and the shapes) and is gradient-checked in float64
+// against central finite differences:
+//
+//	LayerNorm(x, gamma, beta, eps)  x [..., d], gamma, beta [d]: layer normalisation over the last axis
+//	GELU(x)                         tanh-approximated GELU, elementwise
+//	CrossEntropy(logits, targets)   logits [N, V], targets tensor.Int [N] (negative = ignored): mean loss, a scalar
+//	Embedding(table, ids)           table [V, d], ids tensor.Int S: rows of table, S+[d]
+//	MaskedSoftmax(x, mask)          softmax over the last axis restricted to mask != 0 (broadcast mask)
+//	BroadcastAdd(a, b)              a + b, b broadcast onto a (numpy rules, one-sided)
+//	BroadcastMul(a, b)              a * b, likewise
+//
+// Gradient ops (never differentiated again; their SymDiff returns an error):
+// layerNormGradX, layerNormGradGamma, geluGrad, crossEntropyGrad,
+// embeddingGrad (a scatter-add), softmaxGrad, broadcastReduce (sum over the
+// broadcast axes) and broadcastMulReduce.
+//
+// # Masks
+//
+// Masks are host tensors of the graph's float dtype, 1 where a query may
+// attend to a key and 0 where not: CausalMask [Tq, Tk] (with query and key
+// start positions, for caches and memory segments), PaddingMask [B, 1, 1,
+// Tk], CombineMasks (broadcast product of two rank-4 masks) and MaskNode
+// (an input node holding a mask, reshaped to rank 4, rebindable with G.Let).
+//
+// # Gradient checking
+//
+// GradCheck compares Gorgonia's symbolic gradient of a scalar float64 loss
+// with respect to input nodes against central differences of the loss, and
+// also reports a run that overwrites the value of any input of the loss.
+// gorgonia_ops_test.go checks the Gorgonia primitives the layers use (Mul,
+// BatchedMatMul with transA/transB, Reshape, Transpose, Add, Sub,
+// HadamardProd, Mul by a scalar node, Sum, Concat, Slice): all of them have
+// correct gradients on their own.
+//
+// # Gorgonia v0.9.18 problems worked around here
+//
+//   - BroadcastAdd onto a 4-D tensor has silently wrong gradients for b
+//     whenever axis 2 is broadcast (patterns {2}, {0, 2}, {1, 2}, {0, 1, 2}
+//     measured; {0}, {1}, {0, 1} are right): use BroadcastAdd / BroadcastMul.
+//   - Reshape returns a view sharing memory with its input, and elementwise
+//     ops (Add, HadamardProd, ...) write their result in place into a first
+//     input they consider dead: Reshape of an input node (a parameter)
+//     followed by such an op overwrites the parameter's value on every run,
+//     with or without dual values, and the gradients computed from it are
+//     wrong. GradCheck reports it ("overwrote the value of input ... in
+//     place"); use this package's copying Reshape.
+//   - InverseSqrt has wrong gradients, and there is no layer normalisation:
+//     use LayerNorm (which computes 1/sqrt(var+eps) internally).
+//   - ByIndices on a 1-D index tensor has wrong gradients: use Embedding.
+//   - No categorical cross-entropy with ignored targets: use CrossEntropy.
+//   - No masked softmax: SoftMax has no mask; an additive -Inf bias gives NaN
+//     for a fully masked row and a large finite one gives it uniform weights
+//     over blocked keys: use MaskedSoftmax (exact zeros).
+//   - Gradients accumulate in dual values across RunAll calls and Reset does
+//     not zero them; GradCheck zeroes them before its own run, and a training
+//     loop must zero or read them once per step.
+//   - A custom Op without SDOp or ADOp panics inside G.Grad, and a panic in an
+//     Op's Do inside the tape machine's goroutine ends the process: every op
+//     here implements SDOp and turns a panic in Do into an error.
+//   - Gorgonia merges nodes with equal hashes and children, so every op's
+//     String (its hash) names all of its parameters, and input nodes need
+//     distinct names.
+package graph

@@ -1,0 +1,45 @@
+package graph_test
+
+import (
+	"fmt"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/rpe-go/rpe/graph"
+)
+
+// ExampleMaskedSoftmax applies causal attention weights to equal scores: query
+// i spreads its weight evenly over keys 0..i. The gradient is checked against
+// finite differences with GradCheck.
+func ExampleMaskedSoftmax() {
+	g := G.NewGraph()
+	scores := G.NewTensor(g, tensor.Float64, 4, G.WithShape(1, 1, 3, 3), G.WithName("scores"),
+		G.WithValue(tensor.New(tensor.WithShape(1, 1, 3, 3), tensor.Of(tensor.Float64))))
+	mask := graph.MaskNode(g, graph.CausalMask(tensor.Float64, 3, 3, 0, 0), "causal") // [1, 1, 3, 3]
+	p, err := graph.MaskedSoftmax(scores, mask)
+	if err != nil {
+		panic(err)
+	}
+	m := G.NewTapeMachine(g)
+	if err := m.RunAll(); err != nil {
+		panic(err)
+	}
+	m.Close()
+	y := p.Value().Data().([]float64)
+	for i := 0; i < 3; i++ {
+		fmt.Printf("%.3f\n", y[i*3:i*3+3])
+	}
+
+	// Check d(sum(p * w))/d(scores) for a weighting w.
+	w := G.NewTensor(g, tensor.Float64, 4, G.WithShape(1, 1, 3, 3), G.WithName("w"),
+		G.WithValue(tensor.New(tensor.WithShape(1, 1, 3, 3), tensor.WithBacking([]float64{1, 2, 3, 4, 5, 6, 7, 8, 9}))))
+	pw, _ := graph.BroadcastMul(p, w)
+	loss, _ := G.Sum(pw)
+	fmt.Println("GradCheck:", graph.GradCheck(g, loss, G.Nodes{scores}, graph.GradCheckOpts{}))
+	// Output:
+	// [1.000 0.000 0.000]
+	// [0.500 0.500 0.000]
+	// [0.333 0.333 0.333]
+	// GradCheck: <nil>
+}

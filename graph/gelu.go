@@ -1,0 +1,130 @@
+package graph
+
+import (
+	"hash"
+	"math"
+
+	"github.com/chewxy/hm"
+	"github.com/pkg/errors"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// GELU applies the Gaussian error linear unit elementwise, in the tanh
+// approximation of Hendrycks & Gimpel 2016 ("Gaussian Error Linear Units"),
+// as PyTorch's gelu(approximate="tanh"):
+//
+//	y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x³)))
+//
+// x is a float tensor of any shape (rank >= 1); y has x's shape. It returns
+// an error for a nil, scalar or non-float x.
+func GELU(x *G.Node) (*G.Node, error) {
+	if err := checkFloatNode("GELU", "x", x); err != nil {
+		return nil, err
+	}
+	if x.Dims() == 0 {
+		return nil, errors.New("graph: GELU: x must be a tensor of rank >= 1, got a scalar")
+	}
+	return G.ApplyOp(&geluOp{dims: x.Dims()}, x)
+}
+
+const (
+	geluC = 0.7978845608028654 // sqrt(2/pi)
+	geluA = 0.044715
+)
+
+func gelu(x float64) float64 {
+	return 0.5 * x * (1 + math.Tanh(geluC*(x+geluA*x*x*x)))
+}
+
+func geluDeriv(x float64) float64 {
+	t := math.Tanh(geluC * (x + geluA*x*x*x))
+	return 0.5*(1+t) + 0.5*x*(1-t*t)*geluC*(1+3*geluA*x*x)
+}
+
+// geluOp: x -> gelu(x); geluGradOp: x, dy -> dy * gelu'(x).
+type geluOp struct {
+	opBase
+	dims int
+	grad bool
+}
+
+func (op *geluOp) Arity() int {
+	if op.grad {
+		return 2
+	}
+	return 1
+}
+func (op *geluOp) Type() hm.Type {
+	if op.grad {
+		return hm.NewFnType(floatT(op.dims), floatT(op.dims), floatT(op.dims))
+	}
+	return hm.NewFnType(floatT(op.dims), floatT(op.dims))
+}
+func (op *geluOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
+	return in[0].(tensor.Shape).Clone(), nil
+}
+func (op *geluOp) String() string {
+	if op.grad {
+		return "geluGrad"
+	}
+	return "GELU"
+}
+func (op *geluOp) WriteHash(h hash.Hash) { writeHash(h, op) }
+func (op *geluOp) Hashcode() uint32      { return hashOf(op) }
+func (op *geluOp) DiffWRT(n int) []bool {
+	r := make([]bool, n)
+	for i := range r {
+		r[i] = true
+	}
+	return r
+}
+
+func (op *geluOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
+	if op.grad {
+		return nil, noSecondDerivative(op)
+	}
+	dx, err := G.ApplyOp(&geluOp{dims: op.dims, grad: true}, in[0], grad)
+	if err != nil {
+		return nil, err
+	}
+	return G.Nodes{dx}, nil
+}
+
+func (op *geluOp) Do(vs ...G.Value) (_ G.Value, err error) {
+	defer recoverOp(op, &err)
+	dt, err := checkDtypes(op.String(), vs...)
+	if err != nil {
+		return nil, err
+	}
+	if dt == tensor.Float32 {
+		return geluDo[float32](op, vs)
+	}
+	return geluDo[float64](op, vs)
+}
+
+func geluDo[T float](op *geluOp, vs []G.Value) (G.Value, error) {
+	name := op.String()
+	x, err := floats[T](name, vs[0])
+	if err != nil {
+		return nil, err
+	}
+	out, y := newDense[T](vs[0].Shape())
+	if !op.grad {
+		for i, v := range x {
+			y[i] = T(gelu(float64(v)))
+		}
+		return out, nil
+	}
+	dy, err := floats[T](name, vs[1])
+	if err != nil {
+		return nil, err
+	}
+	if len(dy) != len(x) {
+		return nil, errors.Errorf("graph: %s: x %v and dy %v differ in size", name, vs[0].Shape(), vs[1].Shape())
+	}
+	for i, v := range x {
+		y[i] = T(float64(dy[i]) * geluDeriv(float64(v)))
+	}
+	return out, nil
+}

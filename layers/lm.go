@@ -1,0 +1,281 @@
+package layers
+
+import (
+	"fmt"
+
+	"github.com/pkg/errors"
+	G "gorgonia.org/gorgonia"
+
+	"github.com/rpe-go/rpe/graph"
+	"github.com/rpe-go/rpe/posenc"
+)
+
+// Config is the one configuration struct of the language model.
+type Config struct {
+	Vocab   int     // 256 for bytes
+	DModel  int     // model width d
+	Heads   int     // attention heads H (d % H == 0)
+	Layers  int     // number of blocks
+	FFN     int     // feed-forward width
+	Eps     float64 // LayerNorm epsilon
+	InitStd float64 // std of the N(0, std²) init of weights and embeddings
+	Causal  bool    // language modelling: keys after the query are masked
+	// Pos names the position encoding (posenc.Names()); "" means "none".
+	Pos     string
+	PosOpts posenc.Options
+}
+
+// DefaultConfig is the reference configuration: vocab 256, d_model 128,
+// 4 heads, 2 layers, FFN 512 with GELU (tanh), pre-LayerNorm with eps 1e-5,
+// final LayerNorm, untied output head without bias, N(0, 0.02) init, causal,
+// no position encoding.
+func DefaultConfig() Config {
+	return Config{Vocab: 256, DModel: 128, Heads: 4, Layers: 2, FFN: 512, Eps: 1e-5, InitStd: 0.02, Causal: true, Pos: "none"}
+}
+
+// Validate reports the first inconsistency in c.
+func (c Config) Validate() error {
+	switch {
+	case c.Vocab <= 0, c.DModel <= 0, c.Heads <= 0, c.Layers <= 0, c.FFN <= 0:
+		return errors.Errorf("layers: vocab %d, d_model %d, heads %d, layers %d and ffn %d must all be positive", c.Vocab, c.DModel, c.Heads, c.Layers, c.FFN)
+	case c.DModel%c.Heads != 0:
+		return errors.Errorf("layers: d_model %d is not a multiple of heads %d", c.DModel, c.Heads)
+	case c.Eps <= 0:
+		return errors.Errorf("layers: LayerNorm eps %g must be positive", c.Eps)
+	case c.InitStd < 0:
+		return errors.Errorf("layers: init std %g must not be negative", c.InitStd)
+	}
+	return nil
+}
+
+// Block is a pre-LayerNorm Transformer block:
+//
+//	x = x + Attn(LN1(x))
+//	x = x + FFN(LN2(x))
+//
+// with parameters blockI/ln1, blockI/attn, blockI/ln2, blockI/ffn.
+type Block struct {
+	Name     string
+	LN1, LN2 *LayerNorm
+	Attn     *Attention
+	FFN      *FeedForward
+}
+
+// NewBlock creates block number layer (0-based) of cfg in g.
+func NewBlock(g *G.ExprGraph, p *graph.Params, cfg Config, layer int, pos posenc.Encoding) (*Block, error) {
+	name := fmt.Sprintf("block%d", layer)
+	b := &Block{Name: name}
+	var err error
+	if b.LN1, err = NewLayerNorm(g, p, name+"/ln1", cfg.DModel, cfg.Eps); err != nil {
+		return nil, err
+	}
+	if b.Attn, err = NewAttention(g, p, AttentionConfig{Name: name + "/attn", Layer: layer, D: cfg.DModel, Heads: cfg.Heads,
+		InitStd: cfg.InitStd, Causal: cfg.Causal, Pos: pos}); err != nil {
+		return nil, err
+	}
+	if b.LN2, err = NewLayerNorm(g, p, name+"/ln2", cfg.DModel, cfg.Eps); err != nil {
+		return nil, err
+	}
+	if b.FFN, err = NewFeedForward(g, p, name+"/ffn", cfg.DModel, cfg.FFN, cfg.InitStd); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Fwd maps x [B, T, d] to [B, T, d]. mem is nil or a node [B, M, d] of
+// memory states (e.g. the previous segment's inputs to this block, held
+// without gradient) prepended to the keys and values; span must then place
+// the keys accordingly (KStart = QStart - M, TK = M + T). mask is as in
+// Attention.Fwd.
+func (b *Block) Fwd(x, mem *G.Node, span posenc.Span, mask *G.Node) (*G.Node, error) {
+	sh := x.Shape()
+	bs, t, d := sh[0], sh[1], sh[2]
+	flat, err := graph.Reshape(x, bs * t, d) // [B*T, d]
+	if err != nil {
+		return nil, err
+	}
+	h, err := b.LN1.Fwd(flat)
+	if err != nil {
+		return nil, err
+	}
+	if h, err = graph.Reshape(h, bs, t, d); err != nil { // [B, T, d]
+		return nil, err
+	}
+	kv := h
+	if mem != nil {
+		ms := mem.Shape()
+		m, err := graph.Reshape(mem, ms[0] * ms[1], d)
+		if err != nil {
+			return nil, errors.Wrapf(err, "%s: memory shape %v", b.Name, ms)
+		}
+		if m, err = b.LN1.Fwd(m); err != nil {
+			return nil, err
+		}
+		if m, err = graph.Reshape(m, ms[0], ms[1], d); err != nil {
+			return nil, err
+		}
+		if kv, err = G.Concat(1, m, h); err != nil { // [B, M+T, d]
+			return nil, errors.Wrapf(err, "%s: concat memory", b.Name)
+		}
+	}
+	a, err := b.Attn.Fwd(h, kv, span, mask) // [B, T, d]
+	if err != nil {
+		return nil, err
+	}
+	if x, err = graph.Add(x, a); err != nil {
+		return nil, err
+	}
+	if flat, err = graph.Reshape(x, bs * t, d); err != nil {
+		return nil, err
+	}
+	if h, err = b.LN2.Fwd(flat); err != nil {
+		return nil, err
+	}
+	if h, err = b.FFN.Fwd(h); err != nil { // [B*T, d]
+		return nil, err
+	}
+	if flat, err = graph.Add(flat, h); err != nil {
+		return nil, err
+	}
+	return graph.Reshape(flat, bs, t, d)
+}
+
+// Learnables returns the block's parameters.
+func (b *Block) Learnables() G.Nodes {
+	ns := append(b.LN1.Learnables(), b.Attn.Learnables()...)
+	ns = append(ns, b.LN2.Learnables()...)
+	return append(ns, b.FFN.Learnables()...)
+}
+
+// LM is the language model: token embedding (tok_emb) plus the position
+// encoding's input term, Layers pre-LayerNorm blocks, a final LayerNorm
+// (ln_f) and an untied output head without bias (head/w [d, Vocab]).
+type LM struct {
+	Cfg    Config
+	Pos    posenc.Encoding
+	Emb    *Embedding
+	Blocks []*Block
+	LNF    *LayerNorm
+	Head   *Linear
+	g      *G.ExprGraph
+	p      *graph.Params
+	hidden []*G.Node
+}
+
+// NewLM creates the model's parameters in p (or reuses them: every graph
+// built from one Params shares its weights) and their nodes in g.
+func NewLM(g *G.ExprGraph, p *graph.Params, cfg Config) (*LM, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	name := cfg.Pos
+	if name == "" {
+		name = "none"
+	}
+	pos, err := posenc.New(name, cfg.PosOpts)
+	if err != nil {
+		return nil, err
+	}
+	m := &LM{Cfg: cfg, Pos: pos, g: g, p: p}
+	if m.Emb, err = NewEmbedding(g, p, "tok_emb", cfg.Vocab, cfg.DModel, cfg.InitStd); err != nil {
+		return nil, err
+	}
+	for l := 0; l < cfg.Layers; l++ {
+		b, err := NewBlock(g, p, cfg, l, pos)
+		if err != nil {
+			return nil, err
+		}
+		m.Blocks = append(m.Blocks, b)
+	}
+	if m.LNF, err = NewLayerNorm(g, p, "ln_f", cfg.DModel, cfg.Eps); err != nil {
+		return nil, err
+	}
+	if m.Head, err = NewLinear(g, p, LinearConfig{Name: "head", In: cfg.DModel, Out: cfg.Vocab, InitStd: cfg.InitStd}); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Options are the optional inputs of LM.FwdWith.
+type Options struct {
+	// Start is the absolute position of the first token (default 0).
+	Start int
+	// Mask is nil or a float node [B|1, 1, T, T] (1 attend, 0 blocked), for
+	// example a padding mask from graph.PaddingMask; it is combined with the
+	// causal mask. With Mems its last axis spans memory and tokens.
+	Mask *G.Node
+	// Mems, if not nil, holds one node per block [B, M, d]: states of the
+	// previous segment (Transformer-XL's memory, Dai et al. 2019) prepended
+	// to that block's keys and values. Bind them as plain input nodes (no
+	// gradient flows into them); the keys then sit at Start-M..Start+T-1.
+	Mems []*G.Node
+}
+
+// Fwd maps ids [B, T] (tensor.Int) at positions 0..T-1 to logits [B*T, Vocab].
+func (m *LM) Fwd(ids *G.Node) (*G.Node, error) { return m.FwdWith(ids, Options{}) }
+
+// FwdAt is Fwd with the first token at absolute position start.
+func (m *LM) FwdAt(ids *G.Node, start int) (*G.Node, error) {
+	return m.FwdWith(ids, Options{Start: start})
+}
+
+// FwdWith maps ids [B, T] to logits [B*T, Vocab] with the given options. An
+// encoding that cannot serve the positions (a learned table shorter than
+// Start+T) returns its error here, when the graph is built.
+func (m *LM) FwdWith(ids *G.Node, o Options) (*G.Node, error) {
+	sh := ids.Shape()
+	if sh.Dims() != 2 {
+		return nil, errors.Errorf("lm: ids have shape %v, want [B, T]", sh)
+	}
+	b, t, d := sh[0], sh[1], m.Cfg.DModel
+	span := posenc.Span{QStart: o.Start, TQ: t, KStart: o.Start, TK: t}
+	if o.Mems != nil && len(o.Mems) != len(m.Blocks) {
+		return nil, errors.Errorf("lm: %d memories for %d blocks", len(o.Mems), len(m.Blocks))
+	}
+	mem := func(l int) *G.Node {
+		if o.Mems == nil {
+			return nil
+		}
+		return o.Mems[l]
+	}
+	if mm := mem(0); mm != nil {
+		ms := mm.Shape()
+		if ms.Dims() != 3 || ms[0] != b || ms[2] != d {
+			return nil, errors.Errorf("lm: memory has shape %v, want [%d, M, %d]", ms, b, d)
+		}
+		span.KStart, span.TK = o.Start-ms[1], ms[1]+t
+	}
+	x, err := m.Emb.Fwd(ids) // [B, T, d]
+	if err != nil {
+		return nil, err
+	}
+	if ad, ok := m.Pos.(posenc.InputAdder); ok {
+		site := &posenc.Site{G: m.g, Params: m.p, Layer: -1, Prefix: "", B: b, H: m.Cfg.Heads, DHead: d / m.Cfg.Heads, DModel: d, Span: span, Causal: m.Cfg.Causal}
+		if x, err = ad.AddToInput(site, x); err != nil { // [B, T, d]
+			return nil, err
+		}
+	}
+	m.hidden = m.hidden[:0]
+	for l, blk := range m.Blocks {
+		m.hidden = append(m.hidden, x)
+		if x, err = blk.Fwd(x, mem(l), span, o.Mask); err != nil {
+			return nil, err
+		}
+	}
+	flat, err := graph.Reshape(x, b * t, d) // [B*T, d]
+	if err != nil {
+		return nil, err
+	}
+	if flat, err = m.LNF.Fwd(flat); err != nil {
+		return nil, err
+	}
+	return m.Head.Fwd(flat) // [B*T, Vocab]
+}
+
+// Learnables returns every parameter node of the model in its graph, the
+// position encoding's included, sorted by name.
+func (m *LM) Learnables() G.Nodes { return m.p.Nodes(m.g) }
+
+// Hidden returns the input [B, T, d] of each block of the last FwdWith: the
+// states a Transformer-XL style caller copies into the next segment's Mems.
+func (m *LM) Hidden() []*G.Node { return append([]*G.Node(nil), m.hidden...) }

@@ -1,0 +1,122 @@
+package posenc
+
+import (
+	"math"
+
+	"github.com/pkg/errors"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/rpe-go/rpe/graph"
+)
+
+func init() {
+	register("none", func(Options) (Encoding, error) { return None{}, nil })
+	register("sinusoidal", func(Options) (Encoding, error) { return NewSinusoidal(), nil })
+	register("learned", func(o Options) (Encoding, error) { return NewLearned(o.MaxLen, o.InitStd) })
+}
+
+// None is the baseline without position information. In a causal model the
+// mask alone still leaks some order information.
+type None struct{}
+
+// Name implements Encoding.
+func (None) Name() string { return "none" }
+
+// Sinusoidal is the fixed absolute encoding of Vaswani et al. 2017,
+// "Attention Is All You Need", added to the token embeddings:
+//
+//	PE[p, 2i]   = sin(p / 10000^(2i/d))
+//	PE[p, 2i+1] = cos(p / 10000^(2i/d))
+//
+// (sines and cosines interleaved). It has no parameters and works at any
+// length; the table of a (start, T) pair is computed on the host once and
+// cached.
+type Sinusoidal struct {
+	cache map[[3]int]*tensor.Dense
+}
+
+// NewSinusoidal returns the sinusoidal encoding.
+func NewSinusoidal() *Sinusoidal { return &Sinusoidal{cache: map[[3]int]*tensor.Dense{}} }
+
+// Name implements Encoding.
+func (*Sinusoidal) Name() string { return "sinusoidal" }
+
+// SinusoidTable returns PE [T, d] for positions start..start+T-1 as float64.
+func SinusoidTable(start, t, d int) []float64 {
+	out := make([]float64, t*d)
+	for p := 0; p < t; p++ {
+		pos := float64(start + p)
+		for i := 0; 2*i < d; i++ {
+			ang := pos / math.Pow(10000, float64(2*i)/float64(d))
+			out[p*d+2*i] = math.Sin(ang)
+			if 2*i+1 < d {
+				out[p*d+2*i+1] = math.Cos(ang)
+			}
+		}
+	}
+	return out
+}
+
+// AddToInput implements InputAdder: x [B, T, d] + PE[start:start+T].
+func (e *Sinusoidal) AddToInput(s *Site, x *G.Node) (*G.Node, error) {
+	sh := x.Shape()
+	if sh.Dims() != 3 || sh[2] != s.DModel {
+		return nil, errors.Errorf("posenc sinusoidal: input has shape %v, want [B, T, %d]", sh, s.DModel)
+	}
+	t, d := sh[1], sh[2]
+	key := [3]int{s.QStart, t, d}
+	tab, ok := e.cache[key]
+	if !ok || tab.Dtype() != s.Dtype() {
+		tab = graph.FromFloat64s(s.Dtype(), tensor.Shape{t, d}, SinusoidTable(s.QStart, t, d))
+		e.cache[key] = tab
+	}
+	pe := G.NewTensor(s.G, s.Dtype(), 2, G.WithShape(t, d), G.WithValue(tab), G.WithName(graph.UniqueName(s.G, "sinusoid_pe")))
+	return graph.BroadcastAdd(x, pe)
+}
+
+// Learned is a learned absolute position table [MaxLen, d] (parameter
+// "pos_emb", BERT/GPT-2 style), added to the token embeddings. It cannot
+// extrapolate: positions at or beyond MaxLen are an error, never clamped.
+type Learned struct {
+	MaxLen  int
+	InitStd float64
+}
+
+// NewLearned returns a learned table of maxLen rows initialised N(0, std²).
+func NewLearned(maxLen int, std float64) (*Learned, error) {
+	if maxLen <= 0 {
+		return nil, errors.Errorf("posenc learned: max length %d must be positive", maxLen)
+	}
+	return &Learned{MaxLen: maxLen, InitStd: std}, nil
+}
+
+// Name implements Encoding.
+func (*Learned) Name() string { return "learned" }
+
+// ErrBeyondTable is returned (wrapped) when a learned absolute table is asked
+// for positions it does not have.
+var ErrBeyondTable = errors.New("position beyond the learned table")
+
+// AddToInput implements InputAdder.
+func (e *Learned) AddToInput(s *Site, x *G.Node) (*G.Node, error) {
+	sh := x.Shape()
+	if sh.Dims() != 3 || sh[2] != s.DModel {
+		return nil, errors.Errorf("posenc learned: input has shape %v, want [B, T, %d]", sh, s.DModel)
+	}
+	t, d := sh[1], sh[2]
+	if s.QStart < 0 || s.QStart+t > e.MaxLen {
+		return nil, errors.Wrapf(ErrBeyondTable, "posenc learned: positions %d..%d asked, the table has %d (learned absolute positions cannot extrapolate)", s.QStart, s.QStart+t-1, e.MaxLen)
+	}
+	tab, err := s.Params.Node(s.G, "pos_emb", tensor.Shape{e.MaxLen, d}, graph.Normal(e.InitStd), false)
+	if err != nil {
+		return nil, err
+	}
+	pe := tab
+	if s.QStart != 0 || t != e.MaxLen {
+		if pe, err = G.Slice(tab, G.S(s.QStart, s.QStart+t)); err != nil {
+			return nil, errors.Wrap(err, "posenc learned: slice")
+		}
+	}
+	return graph.BroadcastAdd(x, pe)
+}

@@ -1,0 +1,221 @@
+package posenc
+
+import (
+	"math"
+	"sync"
+
+	"github.com/pkg/errors"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/rpe-go/rpe/graph"
+)
+
+func init() {
+	register("deberta", func(o Options) (Encoding, error) {
+		return NewDeBERTa(o.DebertaBuckets, o.DebertaMaxPosition, o.InitStd)
+	})
+}
+
+// DeBERTa is the disentangled attention of He et al. 2021, "DeBERTa:
+// Decoding-enhanced BERT with Disentangled Attention", as implemented in
+// DeBERTa-v2/v3 (Hugging Face modeling_deberta_v2, share_att_key, log
+// buckets). Each score is the sum of a content-to-content, a
+// content-to-position and a position-to-content term, all scaled by
+// 1/sqrt(3·dh):
+//
+//	score_ij = (q_i·k_j + q_i·Kr_h[c2p_ij] + k_j·Qr_h[p2c_ij]) / sqrt(3·dh)
+//	Kr = deberta_rel·W_k + b_k,  Qr = deberta_rel·W_q + b_q     [2·span, d]
+//	c2p_ij = clamp( DebertaBucket(qpos_i - kpos_j) + span, 0, 2·span-1)
+//	p2c_ij = clamp(-DebertaBucket(kpos_j - qpos_i) + span, 0, 2·span-1)
+//
+// where span = Buckets and Kr_h, Qr_h are the columns of head h. The
+// relative embeddings are projected by the layer's own key and query
+// projections, biases included (Site.Project). The signs are those of the
+// reference code, not of the paper's δ(j, i): the relative position is
+// query minus key for both terms (the bucket function is odd, so
+// p2c_ij = c2p_ij). Hugging Face builds p2c for q_len != k_len from the key
+// positions only and its gather then needs q_len = k_len; here both indices
+// come from the absolute positions of the span, so cross-attention and
+// memory spans are well defined.
+//
+// Parameter: "deberta_rel" [2·Buckets, d], shared by all layers, init
+// N(0, InitStd²), not weight-decayed; no LayerNorm on it (HF's norm_rel_ebd
+// is not modelled) and no absolute position input. The index tables are
+// computed on the host once per span and cached. Options.Alpha does not
+// apply.
+type DeBERTa struct {
+	// Buckets is the bucket size (HF position_buckets); the table has
+	// 2·Buckets rows and relative positions up to Buckets/2 are exact.
+	Buckets int
+	// MaxPosition is where the log buckets end (HF max_relative_positions).
+	MaxPosition int
+	// InitStd is the init standard deviation of deberta_rel.
+	InitStd float64
+
+	mu    sync.Mutex
+	cache map[Span]*debertaIdx
+}
+
+// debertaIdx holds the gather indices of one span: c2p [TQ*TK] (row i,
+// column j) and p2cT [TK*TQ] (row j, column i: p2c transposed, the layout
+// of the key-side gather).
+type debertaIdx struct {
+	c2p, p2cT []int
+}
+
+// NewDeBERTa returns the encoding with bucket size buckets (>= 2) and log
+// buckets ending at maxPosition (> buckets/2 + 1), deberta_rel initialised
+// N(0, std²).
+func NewDeBERTa(buckets, maxPosition int, std float64) (*DeBERTa, error) {
+	if err := debertaCheck(buckets, maxPosition); err != nil {
+		return nil, err
+	}
+	return &DeBERTa{Buckets: buckets, MaxPosition: maxPosition, InitStd: std, cache: map[Span]*debertaIdx{}}, nil
+}
+
+func debertaCheck(buckets, maxPosition int) error {
+	if buckets < 2 || maxPosition <= buckets/2+1 {
+		return errors.Errorf("posenc deberta: bucket size %d must be >= 2 and max position %d > bucket size/2 + 1 = %d", buckets, maxPosition, buckets/2+1)
+	}
+	return nil
+}
+
+// Name implements Encoding.
+func (*DeBERTa) Name() string { return "deberta" }
+
+// Scale implements Scaler: 1/sqrt(3·dh) (one term each for c2c, c2p, p2c).
+func (*DeBERTa) Scale(dHead int) float64 { return 1 / math.Sqrt(3*float64(dHead)) }
+
+// DebertaBucket is DeBERTa's log-bucketed relative position
+// (make_log_bucket_position of HF modeling_deberta_v2): with
+// mid = bucketSize/2,
+//
+//	bucket(rel) = rel                                                      if |rel| <= mid
+//	bucket(rel) = sign(rel)·(mid + ceil(ln(|rel|/mid) / ln((maxPosition-1)/mid) · (mid-1)))  otherwise
+//
+// computed in float64 in that order. It is odd (bucket(-rel) = -bucket(rel));
+// |rel| = maxPosition-1 maps to ±(2·mid-1), and beyond it the value keeps
+// growing slowly (callers clamp it to the table). It panics if bucketSize < 2
+// or maxPosition <= bucketSize/2 + 1.
+func DebertaBucket(rel, bucketSize, maxPosition int) int {
+	if err := debertaCheck(bucketSize, maxPosition); err != nil {
+		panic(err.Error())
+	}
+	mid := bucketSize / 2
+	a := rel
+	if a < 0 {
+		a = -a
+	}
+	if a <= mid {
+		return rel
+	}
+	lp := math.Ceil(math.Log(float64(a)/float64(mid))/math.Log(float64(maxPosition-1)/float64(mid))*float64(mid-1)) + float64(mid)
+	if rel < 0 {
+		return -int(lp)
+	}
+	return int(lp)
+}
+
+// DebertaIndex returns the c2p and p2c gather indices of span s, each
+// [TQ*TK] row-major (query i, key j), with span = buckets:
+//
+//	c2p[i*TK+j] = clamp( DebertaBucket(qpos_i - kpos_j) + span, 0, 2·span-1)
+//	p2c[i*TK+j] = clamp(-DebertaBucket(kpos_j - qpos_i) + span, 0, 2·span-1)
+//
+// It panics on the arguments DebertaBucket panics on.
+func DebertaIndex(s Span, buckets, maxPosition int) (c2p, p2c []int) {
+	c2p = make([]int, s.TQ*s.TK)
+	p2c = make([]int, s.TQ*s.TK)
+	clamp := func(x int) int { return min(max(x, 0), 2*buckets-1) }
+	for i := 0; i < s.TQ; i++ {
+		for j := 0; j < s.TK; j++ {
+			qp, kp := s.QStart+i, s.KStart+j
+			c2p[i*s.TK+j] = clamp(DebertaBucket(qp-kp, buckets, maxPosition) + buckets)
+			p2c[i*s.TK+j] = clamp(-DebertaBucket(kp-qp, buckets, maxPosition) + buckets)
+		}
+	}
+	return c2p, p2c
+}
+
+func (e *DeBERTa) indices(s Span) *debertaIdx {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cache == nil {
+		e.cache = map[Span]*debertaIdx{}
+	}
+	if ix, ok := e.cache[s]; ok {
+		return ix
+	}
+	c2p, p2c := DebertaIndex(s, e.Buckets, e.MaxPosition)
+	p2cT := make([]int, len(p2c))
+	for i := 0; i < s.TQ; i++ {
+		for j := 0; j < s.TK; j++ {
+			p2cT[j*s.TQ+i] = p2c[i*s.TK+j]
+		}
+	}
+	ix := &debertaIdx{c2p: c2p, p2cT: p2cT}
+	e.cache[s] = ix
+	return ix
+}
+
+// ScoreTerms implements ScoreTermer: c2p + p2c [B, H, TQ, TK] from
+// q [B, H, TQ, dh] and k [B, H, TK, dh] (unscaled; attention multiplies the
+// sum with q·kᵀ by Scale).
+func (e *DeBERTa) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
+	b, h, dh, d := s.B, s.H, s.DHead, s.DModel
+	if err := xlCheckQK("deberta", s, q, k); err != nil {
+		return nil, err
+	}
+	if s.Project == nil {
+		return nil, errors.New("posenc deberta: the site has no projection (Site.Project is nil)")
+	}
+	if err := debertaCheck(e.Buckets, e.MaxPosition); err != nil {
+		return nil, err
+	}
+	span := e.Buckets
+	rel, err := s.Params.Node(s.G, "deberta_rel", tensor.Shape{2 * span, d}, graph.Normal(e.InitStd), false)
+	if err != nil {
+		return nil, errors.Wrap(err, "posenc deberta")
+	}
+	ix := e.indices(s.Span)
+	proj := func(which string) (*G.Node, error) {
+		p, err := s.Project(rel, which) // [2span, d]
+		if err != nil {
+			return nil, errors.Wrapf(err, "posenc deberta: project deberta_rel %v with %s", rel.Shape(), which)
+		}
+		if !p.Shape().Eq(tensor.Shape{2 * span, d}) {
+			return nil, errors.Errorf("posenc deberta: projection %s of deberta_rel has shape %v, want [%d, %d]", which, p.Shape(), 2*span, d)
+		}
+		return xlHeadTable(p, 2*span, h, dh) // [H, 2span, dh]
+	}
+	posKey, err := proj("k")
+	if err != nil {
+		return nil, err
+	}
+	posQuery, err := proj("q")
+	if err != nil {
+		return nil, err
+	}
+	// c2p[b,h,i,j] = q_i · Kr_h[c2p_ij]
+	c2p, err := xlRelScores(q, posKey, b, h, s.TQ, dh, 2*span) // [B, H, TQ, 2span]
+	if err != nil {
+		return nil, errors.Wrap(err, "posenc deberta: q·Krᵀ")
+	}
+	if c2p, err = graph.GatherRel(c2p, ix.c2p, s.TQ, s.TK); err != nil { // [B, H, TQ, TK]
+		return nil, errors.Wrap(err, "posenc deberta: c2p")
+	}
+	// p2c[b,h,i,j] = k_j · Qr_h[p2c_ij], gathered per key row, then transposed
+	p2c, err := xlRelScores(k, posQuery, b, h, s.TK, dh, 2*span) // [B, H, TK, 2span]
+	if err != nil {
+		return nil, errors.Wrap(err, "posenc deberta: k·Qrᵀ")
+	}
+	if p2c, err = graph.GatherRel(p2c, ix.p2cT, s.TK, s.TQ); err != nil { // [B, H, TK, TQ]
+		return nil, errors.Wrap(err, "posenc deberta: p2c")
+	}
+	if p2c, err = G.Transpose(p2c, 0, 1, 3, 2); err != nil { // [B, H, TQ, TK]
+		return nil, errors.Wrap(err, "posenc deberta: p2c")
+	}
+	out, err := graph.Add(c2p, p2c)
+	return out, errors.Wrap(err, "posenc deberta: c2p + p2c")
+}

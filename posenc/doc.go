@@ -1,0 +1,25 @@
+// Package posenc implements the position encodings of Transformer attention
+// as symbolic Gorgonia graph nodes.
+//
+// An encoding is a small type that implements one or more hook interfaces,
+// grouped by where it acts (attention in package layers asks for the hooks and
+// knows no encoding by name):
+//
+//	InputAdder     added to the token embeddings        [B, T, d]
+//	QKTransformer  transforms q and k                    [B, H, T, dh] each
+//	ScoreTermer    content-position terms on q.kᵀ        [B, H, Tq, Tk]
+//	Scaler         replaces the 1/sqrt(dh) score scale
+//	ScoreBiaser    content-free additive score bias      [H|1, Tq, Tk]
+//	ValueTermer    terms added to the attention output   [B, H, Tq, dh]
+//
+// Positions are explicit: a Span places query i at QStart+i and key j at
+// KStart+j, so cross-attention (Tq != Tk), memory segments and offsets need no
+// special case. Relative distances follow one convention unless a paper's
+// own is documented on the type: rel = key position - query position.
+//
+// Fixed buffers (sinusoid tables, slopes, bucket indices) are computed on the
+// host, cached per length, and enter graphs as constants; only learnable
+// tables are parameters (created in the site's graph.Params, never decayed).
+//
+// Encodings are created by name with New; Names lists the valid names.
+package posenc

@@ -1,0 +1,211 @@
+package posenc
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/pkg/errors"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/rpe-go/rpe/graph"
+)
+
+// Span says where the queries and keys of one attention call sit: query i is
+// at absolute position QStart+i, key j at KStart+j. Self-attention over a
+// fresh window has QStart = KStart = 0 and TQ = TK; a segment attending to a
+// cached memory has KStart = QStart - memory length; cross-attention may have
+// TQ != TK.
+type Span struct {
+	QStart, TQ int
+	KStart, TK int
+}
+
+// Rel returns the relative distance key minus query, KStart+j - (QStart+i).
+func (s Span) Rel(i, j int) int { return s.KStart + j - s.QStart - i }
+
+// Site is what attention tells an encoding about one call: the graph and the
+// parameter store to create nodes in, which layer is asking, the shapes, and
+// where the queries and keys sit.
+type Site struct {
+	G      *G.ExprGraph
+	Params *graph.Params
+	// Layer is the 0-based block index; -1 for the input hook.
+	Layer int
+	// Prefix names the calling module's parameters, e.g. "block0/attn".
+	Prefix string
+	// B is the batch size, H the number of heads, DHead the head width and
+	// DModel the model width.
+	B, H, DHead, DModel int
+	Span
+	// Causal is true when keys after the query are masked.
+	Causal bool
+	// Project applies the layer's own query ("q") or key ("k") projection,
+	// bias included, to x [N, DModel] -> [N, DModel]. DeBERTa projects its
+	// relative embeddings with it. Nil for the input hook.
+	Project func(x *G.Node, which string) (*G.Node, error)
+}
+
+// Dtype is the element type of the site's parameters and graph.
+func (s *Site) Dtype() tensor.Dtype { return s.Params.Dtype() }
+
+// Encoding is a position encoding. It acts on attention only through the hook
+// interfaces below; an encoding implements the ones it needs, and attention
+// knows nothing else about it.
+type Encoding interface {
+	// Name is the command-line name, e.g. "rope".
+	Name() string
+}
+
+// InputAdder is an encoding added to the token embeddings (sinusoidal,
+// learned absolute).
+type InputAdder interface {
+	// AddToInput returns x + PE, with x [B, T, d] at positions
+	// s.QStart..s.QStart+T-1.
+	AddToInput(s *Site, x *G.Node) (*G.Node, error)
+}
+
+// QKTransformer transforms queries and keys before their dot products
+// (RoPE and its scalings).
+type QKTransformer interface {
+	// TransformQK maps q [B, H, TQ, dh] and k [B, H, TK, dh] to tensors of the
+	// same shapes.
+	TransformQK(s *Site, q, k *G.Node) (q2, k2 *G.Node, err error)
+}
+
+// ScoreBiaser adds a content-free bias to the scaled attention scores, before
+// the mask (T5, ALiBi, Shaw's scalar variant).
+type ScoreBiaser interface {
+	// ScoreBias returns a bias [H, TQ, TK] or [1, TQ, TK].
+	ScoreBias(s *Site) (*G.Node, error)
+}
+
+// ScoreTermer adds content-position terms to the raw scores q.k^T, before
+// scaling (Shaw's key embeddings, Transformer-XL, DeBERTa).
+type ScoreTermer interface {
+	// ScoreTerms returns terms [B, H, TQ, TK] from q [B, H, TQ, dh] and
+	// k [B, H, TK, dh].
+	ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error)
+}
+
+// Scaler overrides the score scale 1/sqrt(dh) (DeBERTa: 1/sqrt(3 dh)).
+type Scaler interface {
+	Scale(dHead int) float64
+}
+
+// ValueTermer adds position terms to the attention output (Shaw's value
+// embeddings).
+type ValueTermer interface {
+	// ValueTerms returns terms [B, H, TQ, dh] from the attention
+	// probabilities [B, H, TQ, TK].
+	ValueTerms(s *Site, probs *G.Node) (*G.Node, error)
+}
+
+// Options configures every encoding; each reads the fields it needs. Zero
+// values take the defaults that Defaults documents.
+type Options struct {
+	// MaxLen is the number of rows of the learned absolute table (default 64,
+	// the reference training length).
+	MaxLen int
+	// InitStd is the init standard deviation of learnable position tables
+	// (default 0.02).
+	InitStd float64
+	// Alpha multiplies every learnable bias by a learnable scalar
+	// (parameter TABLE_alpha, init 0.1; off by default).
+	Alpha bool
+
+	// ShawK is the clipping distance K of Shaw et al. (default 16).
+	ShawK int
+
+	// T5Buckets is the number of buckets N of the T5 bias (default 32).
+	T5Buckets int
+	// T5MaxDistance is where the log-spaced T5 buckets end (default 128).
+	T5MaxDistance int
+
+	// DebertaBuckets is DeBERTa's bucket size (position_buckets; the
+	// relative table has 2*DebertaBuckets rows; default 32).
+	DebertaBuckets int
+	// DebertaMaxPosition is where DeBERTa's log buckets end (default 128).
+	DebertaMaxPosition int
+
+	// RopeBase is RoPE's base (default 10000).
+	RopeBase float64
+	// RopePairing is "half" (HF Llama rotate_half, the default) or
+	// "interleaved" (GPT-J, x-transformers).
+	RopePairing string
+	// RopeFraction is the fraction of each head's dims that rotate
+	// (default 1).
+	RopeFraction float64
+	// RopeScale is the context-extension factor s of the evaluation-time
+	// scalings rope-pi, rope-ntk and rope-yarn (default 1: no scaling).
+	RopeScale float64
+	// RopeTrainLen is the training context length L that rope-dynamic and
+	// rope-yarn refer to (default 64).
+	RopeTrainLen int
+	// YarnBetaFast and YarnBetaSlow bound YaRN's ramp in rotations
+	// (defaults 32 and 1, as in Peng et al. 2023).
+	YarnBetaFast, YarnBetaSlow float64
+}
+
+// Defaults returns o with zero fields replaced by their defaults.
+func (o Options) Defaults() Options {
+	def := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	deff := func(p *float64, v float64) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	def(&o.MaxLen, 64)
+	deff(&o.InitStd, 0.02)
+	def(&o.ShawK, 16)
+	def(&o.T5Buckets, 32)
+	def(&o.T5MaxDistance, 128)
+	def(&o.DebertaBuckets, 32)
+	def(&o.DebertaMaxPosition, 128)
+	deff(&o.RopeBase, 10000)
+	if o.RopePairing == "" {
+		o.RopePairing = "half"
+	}
+	deff(&o.RopeFraction, 1)
+	deff(&o.RopeScale, 1)
+	def(&o.RopeTrainLen, 64)
+	deff(&o.YarnBetaFast, 32)
+	deff(&o.YarnBetaSlow, 1)
+	return o
+}
+
+type factory func(o Options) (Encoding, error)
+
+var registry = map[string]factory{}
+
+func register(name string, f factory) { registry[name] = f }
+
+// Names lists the valid encoding names, sorted.
+func Names() []string {
+	out := make([]string, 0, len(registry))
+	for n := range registry {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// New returns the encoding called name. An unknown name is an error that lists
+// the valid ones.
+func New(name string, o Options) (Encoding, error) {
+	f, ok := registry[name]
+	if !ok {
+		return nil, errors.Errorf("posenc: unknown encoding %q (valid: %s)", name, strings.Join(Names(), ", "))
+	}
+	return f(o.Defaults())
+}
+
+// shapeErr formats a shape error naming the encoding.
+func shapeErr(enc, what string, got, want fmt.Stringer) error {
+	return errors.Errorf("posenc %s: %s has shape %v, want %v", enc, what, got, want)
+}

@@ -1,0 +1,390 @@
+package posenc
+
+import (
+	"hash/fnv"
+	"math"
+	"sync"
+
+	"github.com/pkg/errors"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/rpe-go/rpe/graph"
+)
+
+// The names of the rotary encodings: plain RoPE and its evaluation-time
+// context-extension scalings.
+const (
+	RopePlain   = "rope"
+	RopePI      = "rope-pi"
+	RopeNTK     = "rope-ntk"
+	RopeDynamic = "rope-dynamic"
+	RopeYaRN    = "rope-yarn"
+)
+
+func init() {
+	for _, n := range []string{RopePlain, RopePI, RopeNTK, RopeDynamic, RopeYaRN} {
+		n := n
+		register(n, func(o Options) (Encoding, error) { return NewRope(n, o) })
+	}
+}
+
+// Rope is the rotary position embedding of Su et al. 2021, "RoFormer:
+// Enhanced Transformer with Rotary Position Embedding", and its long-context
+// scalings. It rotates each head's query and key vectors (after the
+// projections and their biases), pair of coordinates by pair, by angles
+// proportional to their positions, so that q.k depends on the positions only
+// through their difference:
+//
+//	(a, b) -> (a cos φ - b sin φ, b cos φ + a sin φ),   φ = pos·θ_p
+//	θ_p = base^(-2p/rot),  p = 0 .. rot/2-1
+//	⟨R(i)q, R(j)k⟩ = ⟨q, R(j-i)k⟩
+//
+// with pos = s.QStart+i for query i and s.KStart+j for key j. rot, the
+// number of rotary dims, is RopeFraction·dh rounded down to an even number
+// (partial rotary, GPT-NeoX); dims rot..dh-1 pass unchanged. Pairing
+// "half" pairs (x_p, x_{p+rot/2}) (HF Llama rotate_half), "interleaved"
+// pairs (x_{2p}, x_{2p+1}) (GPT-J rotate_every_two, x-transformers);
+// ConvertPairing maps the q/k projection weights of one onto the other.
+// q and k are [B, H, T, dh]; RoPE has no parameters.
+//
+// The scalings change θ, the positions or the magnitudes at evaluation time
+// to stretch a model trained on RopeTrainLen = L tokens to longer inputs;
+// with s = RopeScale:
+//
+//	rope-pi       positions divided by s (Chen et al. 2023, linear
+//	              position interpolation; HF "linear")
+//	rope-ntk      base' = base·s^(rot/(rot-2)) ("NTK-aware" scaling,
+//	              bloc97 2023)
+//	rope-dynamic  HF "dynamic" (_compute_dynamic_ntk_parameters): with
+//	              T = the largest query or key position + 1 of the call,
+//	              base' = base·(s·T/L - (s-1))^(rot/(rot-2)) when T > L,
+//	              base otherwise. s is HF's fixed rope_scaling factor, not
+//	              T/L: with the default s = 1 this is NTK scaling by T/L.
+//	rope-yarn     YaRN (Peng et al. 2023; HF _compute_yarn_parameters):
+//	              θ'_p = θ_p/s·r_p + θ_p·(1-r_p), where the ramp r_p =
+//	              clamp((p - lo)/(hi - lo), 0, 1) with
+//	              lo = floor(c(YarnBetaFast)), hi = ceil(c(YarnBetaSlow)),
+//	              clamped to [0, rot-1], c(β) = rot·ln(L/(2πβ))/(2 ln base)
+//	              (the pair index that turns β times over L tokens; hi += 0.001
+//	              if lo = hi); fast pairs (p ≤ lo) keep θ, slow pairs (p ≥ hi)
+//	              are interpolated. cos and sin, and so q and k, are multiplied
+//	              by the attention factor 0.1 ln s + 1 (1 if s ≤ 1), so the
+//	              scores grow by its square.
+//
+// The cos/sin tables are computed on the host in float64 once per (start,
+// length, rot, frequencies) and cached in the encoding; they enter graphs as
+// attributes of graph.Rotary ops (whose gradient is the transposed
+// rotation), converted to the graph's dtype by the kernel.
+type Rope struct {
+	name string
+	// Base is θ's base (RopeBase).
+	Base float64
+	// Pairing is graph.RotaryHalf or graph.RotaryInterleaved.
+	Pairing graph.RotaryPairing
+	// Fraction is the fraction of each head's dims that rotate.
+	Fraction float64
+	// Scale is s of the scalings; TrainLen is L.
+	Scale    float64
+	TrainLen int
+	// BetaFast and BetaSlow bound YaRN's ramp.
+	BetaFast, BetaSlow float64
+
+	mu    sync.Mutex
+	cache map[ropeKey]*graph.RotaryTable
+}
+
+type ropeKey struct {
+	start, n, rot int
+	freq          uint64 // FNV-1a of θ, the position divisor and the factor
+}
+
+// NewRope returns the rotary encoding called name (RopePlain, RopePI,
+// RopeNTK, RopeDynamic or RopeYaRN) configured by o (defaults applied). It
+// returns an error naming the encoding for an unknown name or pairing or an
+// out-of-range option.
+func NewRope(name string, o Options) (*Rope, error) {
+	o = o.Defaults()
+	switch name {
+	case RopePlain, RopePI, RopeNTK, RopeDynamic, RopeYaRN:
+	default:
+		return nil, errors.Errorf("posenc: %q is not a rotary encoding (want rope, rope-pi, rope-ntk, rope-dynamic or rope-yarn)", name)
+	}
+	pr, err := ParsePairing(o.RopePairing)
+	if err != nil {
+		return nil, errors.Wrapf(err, "posenc %s", name)
+	}
+	switch {
+	case !(o.RopeBase > 1) || math.IsInf(o.RopeBase, 0):
+		return nil, errors.Errorf("posenc %s: base %g must be a finite number > 1", name, o.RopeBase)
+	case !(o.RopeFraction > 0 && o.RopeFraction <= 1):
+		return nil, errors.Errorf("posenc %s: rotary fraction %g must be in (0, 1]", name, o.RopeFraction)
+	case !(o.RopeScale > 0) || math.IsInf(o.RopeScale, 0):
+		return nil, errors.Errorf("posenc %s: scale %g must be a finite number > 0", name, o.RopeScale)
+	case o.RopeTrainLen <= 0:
+		return nil, errors.Errorf("posenc %s: training length %d must be positive", name, o.RopeTrainLen)
+	case !(o.YarnBetaFast > 0 && o.YarnBetaSlow > 0):
+		return nil, errors.Errorf("posenc %s: YaRN betas fast %g and slow %g must be positive", name, o.YarnBetaFast, o.YarnBetaSlow)
+	}
+	return &Rope{name: name, Base: o.RopeBase, Pairing: pr, Fraction: o.RopeFraction, Scale: o.RopeScale,
+		TrainLen: o.RopeTrainLen, BetaFast: o.YarnBetaFast, BetaSlow: o.YarnBetaSlow,
+		cache: map[ropeKey]*graph.RotaryTable{}}, nil
+}
+
+// Name implements Encoding.
+func (e *Rope) Name() string { return e.name }
+
+// ParsePairing maps "half" and "interleaved" to the graph's pairings.
+func ParsePairing(s string) (graph.RotaryPairing, error) {
+	switch s {
+	case "half":
+		return graph.RotaryHalf, nil
+	case "interleaved":
+		return graph.RotaryInterleaved, nil
+	}
+	return 0, errors.Errorf("unknown rotary pairing %q (want half or interleaved)", s)
+}
+
+// RotaryDims returns rot, the number of rotary dims of a head of dHead dims:
+// Fraction·dHead rounded down to an even number. It is an error if that is
+// less than 2.
+func (e *Rope) RotaryDims(dHead int) (int, error) {
+	rot := int(math.Floor(e.Fraction*float64(dHead)+1e-9)) &^ 1
+	if rot < 2 || rot > dHead {
+		return 0, errors.Errorf("posenc %s: rotary fraction %g of head dim %d leaves %d rotary dims, want an even number in [2, %d]", e.name, e.Fraction, dHead, rot, dHead)
+	}
+	return rot, nil
+}
+
+// Frequencies returns what the encoding rotates rot dims with when the
+// largest position of the call is seqLen-1: the inverse frequencies θ'_p
+// [rot/2], the divisor of the positions (s for rope-pi, else 1) and the
+// attention factor multiplying cos and sin (0.1 ln s + 1 for rope-yarn with
+// s > 1, else 1); the angle of pair p at position pos is pos/div·θ'_p. See
+// the type's documentation for the formulas. It is an error if rot is odd
+// or < 2, or if base scaling (rope-ntk, rope-dynamic) is needed with
+// rot = 2, where the exponent rot/(rot-2) is infinite.
+func (e *Rope) Frequencies(rot, seqLen int) (theta []float64, posDiv, attn float64, err error) {
+	if rot < 2 || rot%2 != 0 {
+		return nil, 0, 0, errors.Errorf("posenc %s: %d rotary dims, want an even number >= 2", e.name, rot)
+	}
+	base, s, l := e.Base, e.Scale, float64(e.TrainLen)
+	posDiv, attn = 1, 1
+	scaleBase := func(f float64) error {
+		if f == 1 {
+			return nil
+		}
+		if rot == 2 {
+			return errors.Errorf("posenc %s: base scaling needs more than 2 rotary dims (exponent rot/(rot-2))", e.name)
+		}
+		base *= math.Pow(f, float64(rot)/float64(rot-2))
+		return nil
+	}
+	switch e.name {
+	case RopePI:
+		posDiv = s
+	case RopeNTK:
+		err = scaleBase(s)
+	case RopeDynamic:
+		if t := float64(seqLen); t > l {
+			err = scaleBase(s*t/l - (s - 1))
+		}
+	}
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	half := rot / 2
+	theta = make([]float64, half)
+	for p := range theta {
+		theta[p] = 1 / math.Pow(base, float64(2*p)/float64(rot))
+	}
+	if e.name == RopeYaRN {
+		lo, hi := yarnCorrectionRange(e.BetaFast, e.BetaSlow, rot, base, l)
+		for p := range theta {
+			r := math.Min(math.Max((float64(p)-lo)/(hi-lo), 0), 1)
+			theta[p] = theta[p]/s*r + theta[p]*(1-r)
+		}
+		if s > 1 {
+			attn = 0.1*math.Log(s) + 1
+		}
+	}
+	return theta, posDiv, attn, nil
+}
+
+// yarnCorrectionRange is HF's find_correction_range with truncation: the
+// ramp's ends lo and hi in pair indices (hi nudged by 0.001 when equal).
+func yarnCorrectionRange(betaFast, betaSlow float64, rot int, base, l float64) (lo, hi float64) {
+	dim := func(rotations float64) float64 {
+		return float64(rot) * math.Log(l/(rotations*2*math.Pi)) / (2 * math.Log(base))
+	}
+	lo = math.Max(math.Floor(dim(betaFast)), 0)
+	hi = math.Min(math.Ceil(dim(betaSlow)), float64(rot-1))
+	if lo == hi {
+		hi += 0.001
+	}
+	return lo, hi
+}
+
+// YarnRamp returns YaRN's ramp r_p [rot/2] for the encoding's betas, base
+// and training length: 0 for pairs that keep their frequency, 1 for pairs
+// that are interpolated by s, linear in between.
+func (e *Rope) YarnRamp(rot int) []float64 {
+	lo, hi := yarnCorrectionRange(e.BetaFast, e.BetaSlow, rot, e.Base, float64(e.TrainLen))
+	r := make([]float64, rot/2)
+	for p := range r {
+		r[p] = math.Min(math.Max((float64(p)-lo)/(hi-lo), 0), 1)
+	}
+	return r
+}
+
+// RopeAngles returns the cos and sin tables [n, len(theta)] of positions
+// start..start+n-1: cos(pos/div·θ_p)·attn and sin(pos/div·θ_p)·attn.
+func RopeAngles(start, n int, theta []float64, posDiv, attn float64) (cos, sin []float64) {
+	h := len(theta)
+	cos, sin = make([]float64, n*h), make([]float64, n*h)
+	for t := 0; t < n; t++ {
+		pos := float64(start + t)
+		if posDiv != 1 {
+			pos /= posDiv
+		}
+		for p, th := range theta {
+			s, c := math.Sincos(pos * th)
+			cos[t*h+p], sin[t*h+p] = c*attn, s*attn
+		}
+	}
+	return cos, sin
+}
+
+// table returns the cached rotary table of positions start..start+n-1.
+func (e *Rope) table(start, n, rot int, theta []float64, posDiv, attn float64) (*graph.RotaryTable, error) {
+	h := fnv.New64a()
+	var b [8]byte
+	put := func(v float64) {
+		u := math.Float64bits(v)
+		for i := range b {
+			b[i] = byte(u >> (8 * i))
+		}
+		h.Write(b[:])
+	}
+	for _, th := range theta {
+		put(th)
+	}
+	put(posDiv)
+	put(attn)
+	key := ropeKey{start: start, n: n, rot: rot, freq: h.Sum64()}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cache == nil {
+		e.cache = map[ropeKey]*graph.RotaryTable{}
+	}
+	if tab, ok := e.cache[key]; ok {
+		return tab, nil
+	}
+	cos, sin := RopeAngles(start, n, theta, posDiv, attn)
+	tab, err := graph.NewRotaryTable(n, rot/2, cos, sin)
+	if err != nil {
+		return nil, errors.Wrapf(err, "posenc %s: positions %d..%d", e.name, start, start+n-1)
+	}
+	e.cache[key] = tab
+	return tab, nil
+}
+
+// TransformQK implements QKTransformer: q [B, H, TQ, dh] rotated at positions
+// s.QStart.., k [B, H, TK, dh] at s.KStart... Returns an error naming the
+// encoding and the shapes if they do not match the site.
+func (e *Rope) TransformQK(s *Site, q, k *G.Node) (q2, k2 *G.Node, err error) {
+	qs, ks := q.Shape(), k.Shape()
+	wq := tensor.Shape{s.B, s.H, s.TQ, s.DHead}
+	wk := tensor.Shape{s.B, s.H, s.TK, s.DHead}
+	if !qs.Eq(wq) {
+		return nil, nil, errors.Errorf("posenc %s: q has shape %v, want %v", e.name, qs, wq)
+	}
+	if !ks.Eq(wk) {
+		return nil, nil, errors.Errorf("posenc %s: k has shape %v, want %v", e.name, ks, wk)
+	}
+	rot, err := e.RotaryDims(s.DHead)
+	if err != nil {
+		return nil, nil, err
+	}
+	seqLen := s.QStart + s.TQ
+	if l := s.KStart + s.TK; l > seqLen {
+		seqLen = l
+	}
+	theta, div, attn, err := e.Frequencies(rot, seqLen)
+	if err != nil {
+		return nil, nil, err
+	}
+	qt, err := e.table(s.QStart, s.TQ, rot, theta, div, attn)
+	if err != nil {
+		return nil, nil, err
+	}
+	kt, err := e.table(s.KStart, s.TK, rot, theta, div, attn)
+	if err != nil {
+		return nil, nil, err
+	}
+	if q2, err = graph.Rotary(q, qt, e.Pairing); err != nil {
+		return nil, nil, errors.Wrapf(err, "posenc %s: q", e.name)
+	}
+	if k2, err = graph.Rotary(k, kt, e.Pairing); err != nil {
+		return nil, nil, errors.Wrapf(err, "posenc %s: k", e.name)
+	}
+	return q2, k2, nil
+}
+
+// ConvertPairing permutes the output columns of a query or key projection
+// w [n, heads·dHead] (row-major, input-major: y = x W) within each head so
+// that a model trained with pairing from ("half" or "interleaved") gives
+// identical attention scores with pairing to: for every rotation pair p,
+// the columns of head h at from's pair (a, b) move to to's pair (a', b')
+// (half: (p, p+rot/2), interleaved: (2p, 2p+1)); columns rot..dHead-1 of
+// each head stay. Apply it to both wq and wk (and ConvertPairingBias to bq
+// and bk); values, outputs and everything else are unchanged. The rotated
+// vectors of the two models are permutations of each other, so q.k is equal
+// exactly (up to summation order). w is not modified. It returns an error if
+// len(w) is not a multiple of heads·dHead, rot is odd or not in
+// [2, dHead], or a pairing is unknown.
+func ConvertPairing(w []float64, heads, dHead, rot int, from, to string) ([]float64, error) {
+	d := heads * dHead
+	if heads <= 0 || dHead <= 0 || len(w) == 0 || len(w)%d != 0 {
+		return nil, errors.Errorf("posenc ConvertPairing: %d weights are not [n, heads·dHead] = [n, %d·%d]", len(w), heads, dHead)
+	}
+	if rot < 2 || rot%2 != 0 || rot > dHead {
+		return nil, errors.Errorf("posenc ConvertPairing: %d rotary dims, want an even number in [2, %d]", rot, dHead)
+	}
+	pf, err := ParsePairing(from)
+	if err != nil {
+		return nil, errors.Wrap(err, "posenc ConvertPairing")
+	}
+	pt, err := ParsePairing(to)
+	if err != nil {
+		return nil, errors.Wrap(err, "posenc ConvertPairing")
+	}
+	// src[c] is the old column of new column c within a head.
+	src := make([]int, dHead)
+	for c := range src {
+		src[c] = c
+	}
+	for p := 0; p < rot/2; p++ {
+		a, b := pf.Pair(p, rot)
+		a2, b2 := pt.Pair(p, rot)
+		src[a2], src[b2] = a, b
+	}
+	out := make([]float64, len(w))
+	for r := 0; r < len(w)/d; r++ {
+		row, orow := w[r*d:(r+1)*d], out[r*d:(r+1)*d]
+		for h := 0; h < heads; h++ {
+			for c, sc := range src {
+				orow[h*dHead+c] = row[h*dHead+sc]
+			}
+		}
+	}
+	return out, nil
+}
+
+// ConvertPairingBias is ConvertPairing for a projection bias b [heads·dHead].
+func ConvertPairingBias(b []float64, heads, dHead, rot int, from, to string) ([]float64, error) {
+	if len(b) != heads*dHead {
+		return nil, errors.Errorf("posenc ConvertPairingBias: bias has %d values, want heads·dHead = %d·%d", len(b), heads, dHead)
+	}
+	return ConvertPairing(b, heads, dHead, rot, from, to)
+}

@@ -1,0 +1,224 @@
+package posenc
+
+import (
+	"math"
+
+	"github.com/pkg/errors"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/rpe-go/rpe/graph"
+)
+
+func init() {
+	register("t5", func(o Options) (Encoding, error) {
+		return NewT5(o.T5Buckets, o.T5MaxDistance, o.InitStd, o.Alpha)
+	})
+}
+
+// AlphaInit is the initial value of the learnable scalar scale that
+// Options.Alpha puts on a learnable score bias: t5 (parameter "t5_alpha",
+// shared like its table) and shaw-scalar (parameter "<prefix>/shaw_alpha",
+// per layer like its table). Each is a [1] tensor, never weight-decayed, that
+// multiplies the whole bias table:
+//
+//	bias[h, i, j] = alpha * table[index(i, j), h]
+//
+// Starting at 0.1 keeps the position bias small relative to the content
+// scores early in training while letting the model grow it. Encodings
+// without a learnable bias ignore Options.Alpha.
+const AlphaInit = 0.1
+
+// T5Bucket is the bucket of relative position rel = key position - query
+// position in the T5 bias (Raffel et al. 2020; Hugging Face's
+// T5Attention._relative_position_bucket):
+//
+//	bidirectional: nb = numBuckets/2, offset = nb if rel > 0 else 0, n = |rel|
+//	causal:        nb = numBuckets,   offset = 0,                   n = max(-rel, 0)
+//	me = nb/2 (integer division)
+//	bucket = offset + n                                               if n < me
+//	       = offset + min(me + trunc(ln(n/me) / ln(maxDistance/me) * (nb - me)), nb - 1)  otherwise
+//
+// So the me nearest distances get their own bucket and the rest share
+// logarithmically wider buckets up to maxDistance, beyond which everything
+// falls in the last one. In causal mode all future keys (rel > 0) share
+// bucket 0 with rel = 0 (they are masked anyway). The result is in
+// [0, numBuckets). The logarithm is taken in float64 (HF uses float32, which
+// can differ only when the quotient is within float32 rounding of an integer).
+//
+// T5Bucket panics unless the buckets are well defined: me >= 1 (numBuckets >=
+// 4 bidirectional, >= 2 causal) and maxDistance > me.
+func T5Bucket(rel int, bidirectional bool, numBuckets, maxDistance int) int {
+	nb, offset, n := numBuckets, 0, 0
+	if bidirectional {
+		nb /= 2
+		if rel > 0 {
+			offset = nb
+		}
+		n = rel
+		if n < 0 {
+			n = -n
+		}
+	} else {
+		n = max(-rel, 0)
+	}
+	me := nb / 2
+	if me < 1 || maxDistance <= me {
+		panic(errors.Errorf("posenc: T5Bucket: %d buckets (bidirectional %v) and max distance %d: need %d exact buckets >= 1 and max distance > %d",
+			numBuckets, bidirectional, maxDistance, me, me))
+	}
+	if n < me {
+		return offset + n
+	}
+	large := me + int(math.Log(float64(n)/float64(me))/math.Log(float64(maxDistance)/float64(me))*float64(nb-me))
+	return offset + min(large, nb-1)
+}
+
+// T5 is the relative position bias of T5 (Raffel et al. 2020, "Exploring the
+// Limits of Transfer Learning with a Unified Text-to-Text Transformer",
+// JMLR 21(140)): a learned scalar per head and per bucket of the relative
+// distance, added to the scaled attention scores before the mask:
+//
+//	scores[b, h, i, j] = q_i·k_j / sqrt(dh) + t5_bias[T5Bucket(kpos_j - qpos_i), h]
+//
+// (T5 itself does not scale q·k; this library's attention does, and the bias
+// is added unscaled.) The buckets are bidirectional when the attention is not
+// causal (Site.Causal false) and causal otherwise, as T5Bucket defines.
+//
+// Parameters: one table "t5_bias" [NumBuckets, H], N(0, InitStd²), shared by
+// all layers; with Alpha, also "t5_alpha" [1], init AlphaInit, multiplying
+// the table. Neither is weight-decayed.
+//
+// The bias [H, Tq, Tk] of a (graph, span) is built once and the same node is
+// returned to every layer of that forward pass. The bucket indices are
+// computed on the host once per (span, causal, H) and enter the graph as an
+// attribute of a GatherRel node. A T5 value is not safe for concurrent use.
+type T5 struct {
+	NumBuckets, MaxDistance int
+	InitStd                 float64
+	Alpha                   bool
+
+	idx   map[t5IdxKey][]int // flat table indices (see headTableIndex)
+	lastG *G.ExprGraph       // the graph the node cache belongs to
+	nodes map[t5NodeKey]*G.Node
+}
+
+type t5IdxKey struct {
+	span   Span
+	causal bool
+	h      int
+}
+
+type t5NodeKey struct {
+	t5IdxKey
+	p *graph.Params
+}
+
+// NewT5 returns the T5 bias with numBuckets buckets, log buckets up to
+// maxDistance, tables initialised N(0, initStd²) and, if alpha, a learnable
+// scale. It returns an error if the buckets are not well defined in both
+// modes (numBuckets >= 4, maxDistance > numBuckets/2) or initStd < 0.
+func NewT5(numBuckets, maxDistance int, initStd float64, alpha bool) (*T5, error) {
+	if numBuckets < 4 || maxDistance <= numBuckets/2 {
+		return nil, errors.Errorf("posenc t5: %d buckets and max distance %d: need at least 4 buckets and max distance > buckets/2 = %d", numBuckets, maxDistance, numBuckets/2)
+	}
+	if initStd < 0 {
+		return nil, errors.Errorf("posenc t5: init std %g is negative", initStd)
+	}
+	return &T5{NumBuckets: numBuckets, MaxDistance: maxDistance, InitStd: initStd, Alpha: alpha,
+		idx: map[t5IdxKey][]int{}}, nil
+}
+
+// Name implements Encoding.
+func (*T5) Name() string { return "t5" }
+
+// ScoreBias implements ScoreBiaser: bias [H, TQ, TK] with bias[h, i, j] =
+// (alpha *) t5_bias[T5Bucket(s.Rel(i, j), !s.Causal, NumBuckets, MaxDistance), h].
+// Calls for the same graph, parameter store, span, causality and H return
+// the same node.
+func (e *T5) ScoreBias(s *Site) (*G.Node, error) {
+	if s.H <= 0 || s.TQ <= 0 || s.TK <= 0 {
+		return nil, errors.Errorf("posenc t5: H = %d, TQ = %d and TK = %d must be positive", s.H, s.TQ, s.TK)
+	}
+	ik := t5IdxKey{span: s.Span, causal: s.Causal, h: s.H}
+	nk := t5NodeKey{t5IdxKey: ik, p: s.Params}
+	if s.G != e.lastG {
+		e.lastG, e.nodes = s.G, map[t5NodeKey]*G.Node{}
+	}
+	if n, ok := e.nodes[nk]; ok {
+		return n, nil
+	}
+	flat, ok := e.idx[ik]
+	if !ok {
+		b := make([]int, s.TQ*s.TK)
+		for i := 0; i < s.TQ; i++ {
+			for j := 0; j < s.TK; j++ {
+				b[i*s.TK+j] = T5Bucket(s.Rel(i, j), !s.Causal, e.NumBuckets, e.MaxDistance)
+			}
+		}
+		flat = headTableIndex(b, s.H, s.TQ, s.TK)
+		if e.idx == nil {
+			e.idx = map[t5IdxKey][]int{}
+		}
+		e.idx[ik] = flat
+	}
+	table, err := s.Params.Node(s.G, "t5_bias", tensor.Shape{e.NumBuckets, s.H}, graph.Normal(e.InitStd), false)
+	if err != nil {
+		return nil, errors.Wrap(err, "posenc t5")
+	}
+	if e.Alpha {
+		if table, err = alphaScaled(s, table, "t5_alpha"); err != nil {
+			return nil, errors.Wrap(err, "posenc t5")
+		}
+	}
+	bias, err := headTableBias(table, flat, s.H, s.TQ, s.TK)
+	if err != nil {
+		return nil, errors.Wrapf(err, "posenc t5: bias [%d, %d, %d] from table %v", s.H, s.TQ, s.TK, table.Shape())
+	}
+	e.nodes[nk] = bias
+	return bias, nil
+}
+
+// headTableIndex turns a relative index matrix rel (row-major [Tq, Tk],
+// entries rows of a table [R, H]) into the flat indices of GatherRel on the
+// table seen as [1, R*H] that produce bias [H, Tq, Tk]:
+//
+//	flat[(h*Tq + i)*Tk + j] = rel[i*Tk + j]*H + h
+func headTableIndex(rel []int, h, tq, tk int) []int {
+	flat := make([]int, h*tq*tk)
+	for hh := 0; hh < h; hh++ {
+		for k, r := range rel {
+			flat[hh*tq*tk+k] = r*h + (h-1-hh)
+		}
+	}
+	return flat
+}
+
+// headTableBias returns bias [H, Tq, Tk], bias[h, i, j] = table[rel(i, j), h],
+// from table [R, H] and flat = headTableIndex(rel, H, Tq, Tk): a single
+// gather (no transpose), whose gradient scatter-adds into the table.
+func headTableBias(table *G.Node, flat []int, h, tq, tk int) (*G.Node, error) {
+	ts := table.Shape()
+	if len(ts) != 2 || ts[1] != h {
+		return nil, errors.Errorf("table has shape %v, want [R, %d]", ts, h)
+	}
+	m, err := graph.Reshape(table, 1, ts[0]*h)
+	if err != nil {
+		return nil, err
+	}
+	out, err := graph.GatherRel(m, flat, 1, h*tq*tk) // [1, H*Tq*Tk]
+	if err != nil {
+		return nil, err
+	}
+	return graph.Reshape(out, h, tq, tk)
+}
+
+// alphaScaled returns table * alpha, alpha being the learnable [1] parameter
+// name initialised to AlphaInit (see AlphaInit).
+func alphaScaled(s *Site, table *G.Node, name string) (*G.Node, error) {
+	a, err := s.Params.Node(s.G, name, tensor.Shape{1}, graph.Constant(AlphaInit), false)
+	if err != nil {
+		return nil, err
+	}
+	return graph.BroadcastMul(table, a)
+}

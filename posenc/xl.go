@@ -1,0 +1,239 @@
+package posenc
+
+import (
+	"math"
+	"sync"
+
+	"github.com/pkg/errors"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/rpe-go/rpe/graph"
+)
+
+func init() {
+	register("xl", func(o Options) (Encoding, error) { return NewXL(o.InitStd), nil })
+}
+
+// XL is the relative position encoding of Transformer-XL (Dai et al. 2019,
+// "Transformer-XL: Attentive Language Models Beyond a Fixed-Length Context",
+// Sec. 3.3). With dist = qpos_i - kpos_j (the paper's i - j; negative for
+// keys after the query, which a causal mask hides), the score of query i and
+// key j in head h is
+//
+//	score_ij = ((q_i + u_h)·k_j + (q_i + v_h)·P_h[dist_ij]) / sqrt(dh)
+//	P[dist]  = R[dist] · W_r                                  [d]
+//	R[dist]  = concat(sin(dist·f), cos(dist·f)),  f_c = 1/10000^(2c/d)
+//
+// (half-split layout: sines in columns 0..d/2-1, cosines after them), where
+// P_h is columns h·dh..(h+1)·dh-1 of P. The paper's four terms (a) content,
+// (b) content-dependent position, (c) global content bias u and (d) global
+// position bias v are all there; q·k is attention's, so ScoreTerms returns
+// u_h·k_j + (q_i + v_h)·P_h[dist_ij].
+//
+// Parameters (none weight-decayed): per layer "<prefix>/xl_wr" [d, d] (no
+// bias), shared by all layers "xl_u" and "xl_v" [H, dh], all initialised
+// N(0, InitStd²). The R table of the TQ+TK-1 distances of a span is computed
+// on the host once per (span, d, dtype) and cached; the position term is one
+// matmul of q+v with P over those distances followed by a gather
+// (graph.GatherRel), not the paper's rel-shift trick.
+//
+// The memory of the paper (cached states of the previous segment, no
+// gradient) is layers.Options.Mems, run segment by segment by
+// layers.SegmentRunner. The model width d must be even. Options.Alpha does
+// not apply (XL has no content-free bias table).
+type XL struct {
+	// InitStd is the init standard deviation of xl_u, xl_v and xl_wr.
+	InitStd float64
+
+	mu    sync.Mutex
+	cache map[xlKey]*tensor.Dense // R tables
+}
+
+type xlKey struct {
+	span Span
+	d    int
+	dt   tensor.Dtype
+}
+
+// NewXL returns the Transformer-XL encoding with parameters initialised
+// N(0, std²).
+func NewXL(std float64) *XL { return &XL{InitStd: std, cache: map[xlKey]*tensor.Dense{}} }
+
+// Name implements Encoding.
+func (*XL) Name() string { return "xl" }
+
+// XLDistances returns the distance index of span s: idx[i*TK+j] =
+// (qpos_i - kpos_j) - minDist, with minDist = s.QStart - (s.KStart+s.TK-1)
+// the smallest distance of the span and n = TQ+TK-1 the number of distinct
+// distances (row r of the span's R table is distance minDist+r).
+func XLDistances(s Span) (idx []int, minDist, n int) {
+	minDist = s.QStart - (s.KStart + s.TK - 1)
+	n = s.TQ + s.TK - 1
+	idx = make([]int, s.TQ*s.TK)
+	for i := 0; i < s.TQ; i++ {
+		for j := 0; j < s.TK; j++ {
+			idx[i*s.TK+j] = (s.QStart + i) - (s.KStart + j) - minDist
+		}
+	}
+	return idx, minDist, n
+}
+
+// XLSinusoids returns the Transformer-XL sinusoid table R [n, d] (row-major)
+// of the distances minDist..minDist+n-1:
+//
+//	R[r, c]       = sin((minDist+r) · f_c)
+//	R[r, d/2 + c] = cos((minDist+r) · f_c),   f_c = 1/10000^(2c/d), c < d/2
+//
+// It panics if d is odd or n negative.
+func XLSinusoids(minDist, n, d int) []float64 {
+	if d%2 != 0 || n < 0 {
+		panic("posenc xl: XLSinusoids needs an even d and n >= 0")
+	}
+	half := d / 2
+	inv := make([]float64, half)
+	for c := range inv {
+		inv[c] = 1 / math.Pow(10000, float64(2*c)/float64(d))
+	}
+	out := make([]float64, n*d)
+	for r := 0; r < n; r++ {
+		dist := float64(minDist + r)
+		row := out[r*d : (r+1)*d]
+		for c, f := range inv {
+			row[c] = math.Sin(dist * f)
+			row[half+c] = math.Cos(dist * f)
+		}
+	}
+	return out
+}
+
+// table returns the cached R table [n, d] of span s.
+func (e *XL) table(s Span, d int, dt tensor.Dtype) (tab *tensor.Dense, idx []int, n int) {
+	idx, minDist, n := XLDistances(s)
+	key := xlKey{s, d, dt}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cache == nil {
+		e.cache = map[xlKey]*tensor.Dense{}
+	}
+	tab, ok := e.cache[key]
+	if !ok {
+		tab = graph.FromFloat64s(dt, tensor.Shape{n, d}, XLSinusoids(minDist, n, d))
+		e.cache[key] = tab
+	}
+	return tab, idx, n
+}
+
+// ScoreTerms implements ScoreTermer: u_h·k_j + (q_i + v_h)·P_h[dist_ij]
+// [B, H, TQ, TK] from q [B, H, TQ, dh] and k [B, H, TK, dh].
+func (e *XL) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
+	b, h, dh, d := s.B, s.H, s.DHead, s.DModel
+	if err := xlCheckQK("xl", s, q, k); err != nil {
+		return nil, err
+	}
+	if d%2 != 0 {
+		return nil, errors.Errorf("posenc xl: d_model %d must be even (sin/cos pairs)", d)
+	}
+	init := graph.Normal(e.InitStd)
+	u, err := s.Params.Node(s.G, "xl_u", tensor.Shape{h, dh}, init, false)
+	if err != nil {
+		return nil, errors.Wrap(err, "posenc xl")
+	}
+	v, err := s.Params.Node(s.G, "xl_v", tensor.Shape{h, dh}, init, false)
+	if err != nil {
+		return nil, errors.Wrap(err, "posenc xl")
+	}
+	wr, err := s.Params.Node(s.G, s.Prefix+"/xl_wr", tensor.Shape{d, d}, init, false)
+	if err != nil {
+		return nil, errors.Wrap(err, "posenc xl")
+	}
+	tab, idx, n := e.table(s.Span, d, s.Dtype())
+	r := G.NewTensor(s.G, s.Dtype(), 2, G.WithShape(n, d), G.WithValue(tab), G.WithName(graph.UniqueName(s.G, "xl_R")))
+
+	p, err := G.Mul(r, wr) // [n, d]
+	if err != nil {
+		return nil, errors.Wrap(err, "posenc xl: R·W_r")
+	}
+	if p, err = xlHeadTable(p, n, h, dh); err != nil { // [H, n, dh]
+		return nil, errors.Wrap(err, "posenc xl")
+	}
+	u4, err := graph.Reshape(u, 1, h, 1, dh)
+	if err != nil {
+		return nil, err
+	}
+	v4, err := graph.Reshape(v, 1, h, 1, dh)
+	if err != nil {
+		return nil, err
+	}
+	qv, err := graph.BroadcastAdd(q, v4) // [B, H, TQ, dh]
+	if err != nil {
+		return nil, errors.Wrap(err, "posenc xl: q+v")
+	}
+	m, err := xlRelScores(qv, p, b, h, s.TQ, dh, n) // [B, H, TQ, n]
+	if err != nil {
+		return nil, errors.Wrap(err, "posenc xl: (q+v)·Pᵀ")
+	}
+	bd, err := graph.GatherRel(m, idx, s.TQ, s.TK) // [B, H, TQ, TK]
+	if err != nil {
+		return nil, errors.Wrap(err, "posenc xl")
+	}
+	uk, err := graph.BroadcastMul(k, u4) // [B, H, TK, dh]
+	if err != nil {
+		return nil, errors.Wrap(err, "posenc xl: u·k")
+	}
+	if uk, err = G.Sum(uk, 3); err != nil { // [B, H, TK]
+		return nil, errors.Wrap(err, "posenc xl: u·k")
+	}
+	if uk, err = graph.Reshape(uk, b, h, 1, s.TK); err != nil {
+		return nil, err
+	}
+	out, err := graph.BroadcastAdd(bd, uk)
+	return out, errors.Wrap(err, "posenc xl")
+}
+
+// xlCheckQK checks q [B, H, TQ, dh] and k [B, H, TK, dh] against the site.
+func xlCheckQK(enc string, s *Site, q, k *G.Node) error {
+	wq := tensor.Shape{s.B, s.H, s.TQ, s.DHead}
+	wk := tensor.Shape{s.B, s.H, s.TK, s.DHead}
+	if !q.Shape().Eq(wq) {
+		return errors.Errorf("posenc %s: q has shape %v, want %v", enc, q.Shape(), wq)
+	}
+	if !k.Shape().Eq(wk) {
+		return errors.Errorf("posenc %s: k has shape %v, want %v", enc, k.Shape(), wk)
+	}
+	if s.H*s.DHead != s.DModel {
+		return errors.Errorf("posenc %s: %d heads of %d do not make d_model %d", enc, s.H, s.DHead, s.DModel)
+	}
+	return nil
+}
+
+// xlHeadTable splits a position table t [n, H*dh] into heads: [H, n, dh],
+// head h taking columns h*dh:(h+1)*dh.
+func xlHeadTable(t *G.Node, n, h, dh int) (*G.Node, error) {
+	t, err := graph.Reshape(t, n, h, dh)
+	if err != nil {
+		return nil, err
+	}
+	return G.Transpose(t, 1, 0, 2)
+}
+
+// xlRelScores returns m[b, h, i, r] = x[b, h, i, :]·tab[h, r, :] for
+// x [B, H, T, dh] and tab [H, R, dh]: [B, H, T, R], one batched matmul over
+// heads.
+func xlRelScores(x, tab *G.Node, b, h, t, dh, r int) (*G.Node, error) {
+	x, err := G.Transpose(x, 1, 0, 2, 3) // [H, B, T, dh]
+	if err != nil {
+		return nil, err
+	}
+	if x, err = graph.Reshape(x, h, b*t, dh); err != nil {
+		return nil, err
+	}
+	m, err := G.BatchedMatMul(x, tab, false, true) // [H, B*T, R]
+	if err != nil {
+		return nil, err
+	}
+	if m, err = graph.Reshape(m, h, b, t, r); err != nil {
+		return nil, err
+	}
+	return G.Transpose(m, 1, 0, 2, 3) // [B, H, T, R]
+}
