@@ -183,7 +183,7 @@ func (a *Attention) Fwd(xq, xkv *G.Node, span posenc.Span, mask *G.Node) (*G.Nod
 	if out, err = G.Transpose(out, 0, 2, 1, 3); err != nil { // [B, Tq, H, dh]
 		return nil, err
 	}
-	if out, err = graph.Reshape(out, b * tq, d); err != nil { // [B*Tq, d]
+	if out, err = graph.Reshape(out, b*tq, d); err != nil { // [B*Tq, d]
 		return nil, err
 	}
 	if out, err = a.O.Fwd(out); err != nil {
@@ -195,7 +195,7 @@ func (a *Attention) Fwd(xq, xkv *G.Node, span posenc.Span, mask *G.Node) (*G.Nod
 // heads projects x [B, T, d] with l and splits heads: [B, H, T, dh]; head h
 // takes columns h*dh:(h+1)*dh.
 func (a *Attention) heads(l *Linear, x *G.Node, b, t int) (*G.Node, error) {
-	y, err := graph.Reshape(x, b * t, a.Cfg.D)
+	y, err := graph.Reshape(x, b*t, a.Cfg.D)
 	if err != nil {
 		return nil, err
 	}

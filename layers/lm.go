@@ -90,7 +90,7 @@ func NewBlock(g *G.ExprGraph, p *graph.Params, cfg Config, layer int, pos posenc
 func (b *Block) Fwd(x, mem *G.Node, span posenc.Span, mask *G.Node) (*G.Node, error) {
 	sh := x.Shape()
 	bs, t, d := sh[0], sh[1], sh[2]
-	flat, err := graph.Reshape(x, bs * t, d) // [B*T, d]
+	flat, err := graph.Reshape(x, bs*t, d) // [B*T, d]
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +104,7 @@ func (b *Block) Fwd(x, mem *G.Node, span posenc.Span, mask *G.Node) (*G.Node, er
 	kv := h
 	if mem != nil {
 		ms := mem.Shape()
-		m, err := graph.Reshape(mem, ms[0] * ms[1], d)
+		m, err := graph.Reshape(mem, ms[0]*ms[1], d)
 		if err != nil {
 			return nil, errors.Wrapf(err, "%s: memory shape %v", b.Name, ms)
 		}
@@ -125,7 +125,7 @@ func (b *Block) Fwd(x, mem *G.Node, span posenc.Span, mask *G.Node) (*G.Node, er
 	if x, err = graph.Add(x, a); err != nil {
 		return nil, err
 	}
-	if flat, err = graph.Reshape(x, bs * t, d); err != nil {
+	if flat, err = graph.Reshape(x, bs*t, d); err != nil {
 		return nil, err
 	}
 	if h, err = b.LN2.Fwd(flat); err != nil {
@@ -262,7 +262,7 @@ func (m *LM) FwdWith(ids *G.Node, o Options) (*G.Node, error) {
 			return nil, err
 		}
 	}
-	flat, err := graph.Reshape(x, b * t, d) // [B*T, d]
+	flat, err := graph.Reshape(x, b*t, d) // [B*T, d]
 	if err != nil {
 		return nil, err
 	}

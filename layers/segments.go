@@ -48,7 +48,6 @@ type SegmentRunner struct {
 	logits G.Value         // read at run time (a copy)
 	hidden []G.Value       // each block's input [B, T, d], read at run time
 	vm     G.VM
-	hidNodes []*G.Node
 	filled int // valid memory states, <= M
 }
 
@@ -91,7 +90,9 @@ func NewSegmentRunner(p *graph.Params, cfg Config, b, t, m int) (*SegmentRunner,
 	if m > 0 {
 		hid := lm.Hidden()
 		r.hidden = make([]G.Value, len(hid))
-		r.hidNodes = hid
+		for l, h := range hid {
+			G.Read(h, &r.hidden[l])
+		}
 	}
 	r.vm = G.NewTapeMachine(g)
 	r.Reset()
@@ -138,9 +139,6 @@ func (r *SegmentRunner) Step(ids [][]int) ([]float64, error) {
 		return nil, errors.Wrap(err, "segments: run")
 	}
 	out := graph.ToFloat64s(r.logits)
-	for l, n := range r.hidNodes {
-		r.hidden[l] = n.Value()
-	}
 	for l, mv := range r.mems {
 		if err := segShiftMemory(mv, r.hidden[l], r.B, r.M, r.T); err != nil {
 			return nil, err
