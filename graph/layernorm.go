@@ -63,7 +63,7 @@ func (op *layerNormOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
 	return in[0].(tensor.Shape).Clone(), nil
 }
 func (op *layerNormOp) String() string {
-	return fmt.Sprintf("LayerNorm{eps=%g, d=%d}", op.eps, op.d)
+	return fmt.Sprintf("LayerNorm{eps=%v, d=%d}", op.eps, op.d)
 }
 func (op *layerNormOp) WriteHash(h hash.Hash) { writeHash(h, op) }
 func (op *layerNormOp) Hashcode() uint32      { return hashOf(op) }
@@ -161,7 +161,7 @@ func (op *layerNormGradXOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
 	return in[0].(tensor.Shape).Clone(), nil
 }
 func (op *layerNormGradXOp) String() string {
-	return fmt.Sprintf("layerNormGradX{eps=%g, d=%d}", op.eps, op.d)
+	return fmt.Sprintf("layerNormGradX{eps=%v, d=%d}", op.eps, op.d)
 }
 func (op *layerNormGradXOp) WriteHash(h hash.Hash) { writeHash(h, op) }
 func (op *layerNormGradXOp) Hashcode() uint32      { return hashOf(op) }
@@ -237,7 +237,7 @@ func (op *layerNormGradGammaOp) InferShape(...G.DimSizer) (tensor.Shape, error) 
 	return tensor.Shape{op.d}, nil
 }
 func (op *layerNormGradGammaOp) String() string {
-	return fmt.Sprintf("layerNormGradGamma{eps=%g, d=%d}", op.eps, op.d)
+	return fmt.Sprintf("layerNormGradGamma{eps=%v, d=%d}", op.eps, op.d)
 }
 func (op *layerNormGradGammaOp) WriteHash(h hash.Hash) { writeHash(h, op) }
 func (op *layerNormGradGammaOp) Hashcode() uint32      { return hashOf(op) }

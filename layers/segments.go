@@ -27,7 +27,7 @@ import (
 // (at the start of a sequence, or while fewer than M tokens have been seen)
 // are masked out.
 //
-// With a causal model, Run gives every token p exactly the outputs of the
+// With a causal model, Run gives every token p the outputs (up to rounding) of the
 // full computation over the whole sequence in which token p attends to the
 // tokens q with s(p)·T - M <= q <= p, s(p) = floor(p/T) being its segment
 // (the attention span of a token at position i of its segment is M + i + 1);

@@ -222,26 +222,28 @@ func TestSegmentRunnerMemoryMatters(t *testing.T) {
 // TestSegmentRunnerFloat32 runs the float32 path and compares it with
 // float64.
 func TestSegmentRunnerFloat32(t *testing.T) {
-	cfg := segConfig("xl")
-	run := func(dt tensor.Dtype) [][]float64 {
-		p := graph.NewParams(dt, 1)
-		r, err := layers.NewSegmentRunner(p, cfg, 2, 3, 2)
-		if err != nil {
-			t.Fatal(err)
+	for _, pos := range []string{"xl", "deberta"} {
+		cfg := segConfig(pos)
+		run := func(dt tensor.Dtype) [][]float64 {
+			p := graph.NewParams(dt, 1)
+			r, err := layers.NewSegmentRunner(p, cfg, 2, 3, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			segRandomize(t, p, 9)
+			out, err := r.Run(segIDs(2, 9, 5))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
 		}
-		defer r.Close()
-		segRandomize(t, p, 9)
-		out, err := r.Run(segIDs(2, 9, 5))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	a, b := run(tensor.Float64), run(tensor.Float32)
-	for s := range a {
-		for i := range a[s] {
-			if math.Abs(a[s][i]-b[s][i]) > 1e-3*math.Max(1, math.Abs(a[s][i])) {
-				t.Fatalf("segment %d logit %d: float64 %g, float32 %g", s, i, a[s][i], b[s][i])
+		a, b := run(tensor.Float64), run(tensor.Float32)
+		for s := range a {
+			for i := range a[s] {
+				if math.Abs(a[s][i]-b[s][i]) > 1e-3*math.Max(1, math.Abs(a[s][i])) {
+					t.Fatalf("%s: segment %d logit %d: float64 %g, float32 %g", pos, s, i, a[s][i], b[s][i])
+				}
 			}
 		}
 	}

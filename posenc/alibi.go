@@ -104,7 +104,9 @@ func AlibiBias(slopes []float64, qpos, kpos []int, causal bool) []float64 {
 				if !causal {
 					d = math.Abs(d)
 				}
-				out[(h*tq+i)*tk+j] = -m * d
+				if d != 0 { // (no -0 on the diagonal)
+					out[(h*tq+i)*tk+j] = -m * d
+				}
 			}
 		}
 	}

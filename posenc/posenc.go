@@ -1,7 +1,6 @@
 package posenc
 
 import (
-	"fmt"
 	"sort"
 	"strings"
 
@@ -203,9 +202,4 @@ func New(name string, o Options) (Encoding, error) {
 		return nil, errors.Errorf("posenc: unknown encoding %q (valid: %s)", name, strings.Join(Names(), ", "))
 	}
 	return f(o.Defaults())
-}
-
-// shapeErr formats a shape error naming the encoding.
-func shapeErr(enc, what string, got, want fmt.Stringer) error {
-	return errors.Errorf("posenc %s: %s has shape %v, want %v", enc, what, got, want)
 }

@@ -61,6 +61,9 @@ func init() {
 //	              base' = base·(s·T/L - (s-1))^(rot/(rot-2)) when T > L,
 //	              base otherwise. s is HF's fixed rope_scaling factor, not
 //	              T/L: with the default s = 1 this is NTK scaling by T/L.
+//	              Every call rotates all its keys with the current base'
+//	              (HF's KV cache keeps keys rotated with the base of the
+//	              step that computed them).
 //	rope-yarn     YaRN (Peng et al. 2023; HF _compute_yarn_parameters):
 //	              θ'_p = θ_p/s·r_p + θ_p·(1-r_p), where the ramp r_p =
 //	              clamp((p - lo)/(hi - lo), 0, 1) with

@@ -581,3 +581,17 @@ func TestRopeScaledGradCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestRopeRotaryDims: the fraction of the head dims, rounded down to even.
+func TestRopeRotaryDims(t *testing.T) {
+	for _, c := range []struct {
+		dh   int
+		frac float64
+		want int
+	}{{8, 1, 8}, {8, 0.75, 6}, {6, 0.5, 2}, {10, 0.5, 4}, {7, 1, 6}, {64, 0.25, 16}, {10, 0.3, 2}} {
+		enc := newRope(t, "rope", posenc.Options{RopeFraction: c.frac})
+		if got, err := enc.RotaryDims(c.dh); err != nil || got != c.want {
+			t.Errorf("dh %d, fraction %g: rot %d (%v), want %d", c.dh, c.frac, got, err, c.want)
+		}
+	}
+}

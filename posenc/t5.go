@@ -188,7 +188,7 @@ func headTableIndex(rel []int, h, tq, tk int) []int {
 	flat := make([]int, h*tq*tk)
 	for hh := 0; hh < h; hh++ {
 		for k, r := range rel {
-			flat[hh*tq*tk+k] = r*h + (h-1-hh)
+			flat[hh*tq*tk+k] = r*h + hh
 		}
 	}
 	return flat
