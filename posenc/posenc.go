@@ -110,8 +110,10 @@ type Options struct {
 	// InitStd is the init standard deviation of learnable position tables
 	// (default 0.02).
 	InitStd float64
-	// Alpha multiplies every learnable bias by a learnable scalar
-	// (parameter TABLE_alpha, init 0.1; off by default).
+	// Alpha multiplies every learnable bias by a learnable scalar [1]
+	// (init AlphaInit = 0.1; off by default): "t5_alpha" for the T5 table,
+	// "<prefix>/shaw_alpha" for shaw-scalar. Encodings without a learnable
+	// bias ignore it.
 	Alpha bool
 
 	// ShawK is the clipping distance K of Shaw et al. (default 16).

@@ -90,9 +90,11 @@ func T5Bucket(rel int, bidirectional bool, numBuckets, maxDistance int) int {
 // the table. Neither is weight-decayed.
 //
 // The bias [H, Tq, Tk] of a (graph, span) is built once and the same node is
-// returned to every layer of that forward pass. The bucket indices are
-// computed on the host once per (span, causal, H) and enter the graph as an
-// attribute of a GatherRel node. A T5 value is not safe for concurrent use.
+// returned to every layer of that forward pass (the encoding caches the nodes
+// of the most recent graph; were a bias rebuilt, Gorgonia would merge it with
+// the existing identical node anyway). The bucket indices are computed on the
+// host once per (span, causal, H) and enter the graph as an attribute of a
+// graph.GatherRel node. A T5 value is not safe for concurrent use.
 type T5 struct {
 	NumBuckets, MaxDistance int
 	InitStd                 float64
