@@ -188,6 +188,9 @@ func (ck *Checkpoint) save(path string, wrap func(io.Writer) io.Writer) error {
 		os.Remove(tmp)
 		return errors.Wrapf(err, "checkpoint %s: writing", path)
 	}
+	if err := f.Chmod(0o644); err != nil { // CreateTemp makes it 0600
+		return fail(err)
+	}
 	bw := bufio.NewWriterSize(f, 1<<20)
 	var w io.Writer = bw
 	if wrap != nil {

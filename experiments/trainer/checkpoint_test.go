@@ -216,6 +216,9 @@ func TestCheckpointAtomic(t *testing.T) {
 	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
 		t.Fatalf("%d files after save", len(ents))
 	}
+	if st, _ := os.Stat(path); st.Mode().Perm() != 0o644 {
+		t.Errorf("checkpoint mode %v, want 0644", st.Mode().Perm())
+	}
 }
 
 func TestConfigJSONAndMismatch(t *testing.T) {

@@ -1,0 +1,60 @@
+// Package study is the length-extrapolation study of this project: the
+// source documents' headline experiment (train at L, evaluate at 2L, 4L, 8L)
+// as a reproducible, resumable run. The command experiments/extrapolation is
+// a thin wrapper around Run.
+//
+// # Plan
+//
+// A Plan lists the trained encodings, the seeds, the training configuration
+// (trainer.Config), the evaluation lengths Le = f·L and the RoPE scalings.
+// Preset returns the built-in plans: "quick" (a reduced study that fits in
+// about 7 minutes on 2 CPU cores) and "full" (every trainable encoding of
+// posenc, the reference 2000-update training, 3 seeds). Plan.Validate checks
+// the plan and the corpus before anything is trained.
+//
+// # Protocols
+//
+// Every model is scored on the same evaluation text, the first k·Lmax+1
+// bytes of the validation split (Plan.EvalText), cut into non-overlapping
+// windows of Le bytes:
+//
+//	(a) ProtocolAll   every target of every window is scored;
+//	(b) ProtocolLast  only the last L targets of each window are scored, so
+//	                  each has at least Le-L bytes of context: a longer
+//	                  window can only help, and any loss comes from
+//	                  positions beyond those seen in training.
+//
+// ScoreWindows computes both from one forward pass. A learned absolute table
+// cannot run beyond L: its cells are n/a (status StatusNA) and the study
+// goes on. The trained "rope" model is also evaluated at Le > L with the
+// evaluation-time scalings rope-pi, rope-ntk, rope-dynamic and rope-yarn
+// (RopeScale = Le/L, RopeTrainLen = L), without retraining.
+//
+// # Measurements
+//
+// Per model: training ms per update and tokens/s (time spent in updates),
+// evaluation ms per token at every length, and the peak Go heap (sampled
+// runtime.MemStats.HeapAlloc) and process RSS (VmHWM after a reset, or
+// sampled VmRSS) while a first batch is scored at the longest length, on a
+// separate pass with GOGC=10 (MeasureMemory) so that the heap tracks the
+// live memory and the timed pass runs with the default GC.
+//
+// # Output and resumption
+//
+// Under the output directory (DefaultDir: runs/extrapolation/<preset>):
+//
+//	models/<enc>-seed<s>/ckpt.safetensors  training checkpoint
+//	models/<enc>-seed<s>/train.json        its step, timing and spec
+//	results/<eval enc>-seed<s>.json        the rows of one evaluation job
+//	results.csv, results.json              all rows (one per encoding x seed
+//	                                       x length x protocol)
+//	table.md                               Markdown tables
+//	bpb_all.png, bpb_last-L.png            bits per byte against Le
+//
+// Checkpoints and results are saved as they are produced; Run skips what is
+// done, resumes an interrupted training from its checkpoint (the resumed run
+// reproduces the uninterrupted one exactly), and a finished study only
+// re-renders. Saved work is reused only if its configuration, corpus and
+// evaluation text match the plan's; otherwise Run reports the mismatch
+// before doing anything.
+package study

@@ -1,0 +1,362 @@
+package study
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/pkg/errors"
+
+	"github.com/rpe-go/rpe/experiments/trainer"
+	"github.com/rpe-go/rpe/posenc"
+)
+
+// Protocols of the evaluation: ProtocolAll scores every target of the
+// non-overlapping windows of length Le; ProtocolLast scores only the last L
+// targets of the same windows (each then has at least Le-L bytes of context,
+// so a longer window can only help, and a loss comes from unseen positions).
+const (
+	ProtocolAll  = "all"
+	ProtocolLast = "last-L"
+)
+
+// Protocols lists the protocols in the order of the tables and plots.
+var Protocols = []string{ProtocolAll, ProtocolLast}
+
+// RopeScalings are the evaluation-time scalings of RoPE (see posenc.Rope)
+// evaluated on the trained "rope" model at Le > L with RopeScale = Le/L and
+// RopeTrainLen = L: position interpolation, NTK-aware, dynamic NTK and YaRN.
+var RopeScalings = []string{posenc.RopePI, posenc.RopeNTK, posenc.RopeDynamic, posenc.RopeYaRN}
+
+// TrainableEncodings lists every encoding of posenc that is trained (the RoPE
+// scalings are evaluation-time variants of "rope"), in the order of the
+// tables: absolute encodings, then relative ones.
+var TrainableEncodings = []string{"none", "sinusoidal", "learned", "shaw", "shaw-scalar", "t5", "xl", "deberta", "rope", "alibi"}
+
+// Plan is a length-extrapolation study: one model per (encoding, seed),
+// trained with Base, each evaluated at Le = f·L for every factor f with both
+// protocols.
+type Plan struct {
+	// Preset names the plan ("quick", "full", or a custom name); the output
+	// directory and the tables carry it.
+	Preset string
+	// Reduced says, for people reading the output, what the preset reduces
+	// relative to the reference study ("" for none).
+	Reduced string
+	// Base is the training configuration of every model. Its Model.Pos is
+	// replaced by each encoding and its Seed by each seed; a learned table
+	// gets Model.PosOpts.MaxLen = Base.SeqLen rows.
+	Base trainer.Config
+	// Encodings are the trained encodings (names of posenc, not the RoPE
+	// scalings), in table order.
+	Encodings []string
+	// Seeds are the seeds of the runs. The same seed gives every encoding
+	// the same batches (and, for parameters they share, the same draws).
+	Seeds []int64
+	// Factors are the evaluation lengths in units of L (L = Base.SeqLen),
+	// ascending, each at least 1; the reference is 1, 2, 4, 8.
+	Factors []int
+	// Scalings are RoPE scalings (RopeScalings) evaluated on the "rope"
+	// model at the factors > 1. They are ignored if "rope" is not trained.
+	Scalings []string
+	// MaxWindows caps the evaluation text at MaxWindows windows of the
+	// longest length (0: the whole validation split). Every length scores
+	// the same text: the first k·Lmax+1 bytes of the validation split, so
+	// protocol "all" scores the same k·Lmax targets at every length.
+	MaxWindows int
+	// EvalTokens is the number of tokens per evaluation forward pass: a pass
+	// holds max(1, EvalTokens/Le) windows.
+	EvalTokens int
+	// SaveEvery > 0 saves a training checkpoint every SaveEvery updates (and
+	// always at the end or on interruption).
+	SaveEvery int
+}
+
+// PresetNames lists the built-in presets.
+func PresetNames() []string { return []string{"quick", "full"} }
+
+// Preset returns the built-in plan called name:
+//
+//   - "quick" (the default of the command) finishes well within 10
+//     minutes on a 2-core CPU: none, sinusoidal, learned, t5, rope and
+//     alibi, one seed, 150 updates of batch 16 (warm-up 15) instead of 2000
+//     of batch 32, the evaluation capped at 16 windows of 8L (8192 targets
+//     per length), and the four RoPE scalings. It is sized for 640 ms per
+//     reference update (batch 32), about 6 minutes in all; with the fused
+//     OpenBLAS kernels of package graph it took 2.5 minutes;
+//   - "full" is the reference study: every trainable encoding of posenc, the
+//     reference training of trainer.DefaultConfig (2000 updates of batch 32
+//     x 64), seeds 1, 2 and 3, the whole validation split.
+//
+// Both evaluate at L, 2L, 4L and 8L (64 ... 512 bytes).
+func Preset(name string) (Plan, error) {
+	base := trainer.DefaultConfig()
+	base.Model.PosOpts.MaxLen = base.SeqLen
+	p := Plan{
+		Preset:     name,
+		Base:       base,
+		Seeds:      []int64{1},
+		Factors:    []int{1, 2, 4, 8},
+		Scalings:   append([]string(nil), RopeScalings...),
+		EvalTokens: 2048,
+		SaveEvery:  50,
+	}
+	switch name {
+	case "quick":
+		p.Encodings = []string{"none", "sinusoidal", "learned", "t5", "rope", "alibi"}
+		p.Base.Steps, p.Base.Batch, p.Base.Warmup = 150, 16, 15
+		p.MaxWindows = 16
+		p.SaveEvery = 25
+	case "full":
+		p.Encodings = append([]string(nil), TrainableEncodings...)
+		p.Seeds = []int64{1, 2, 3}
+		p.SaveEvery = 100
+	default:
+		return Plan{}, errors.Errorf("unknown preset %q (valid: %s)", name, strings.Join(PresetNames(), ", "))
+	}
+	p.Reduced = DescribeReductions(p)
+	return p, nil
+}
+
+// DescribeReductions says how p is reduced relative to the reference study
+// (every trainable encoding, 3 seeds, trainer.DefaultConfig's training, the
+// whole validation split); "" if it is not.
+func DescribeReductions(p Plan) string {
+	ref := trainer.DefaultConfig()
+	var r []string
+	if len(p.Encodings) < len(TrainableEncodings) {
+		r = append(r, fmt.Sprintf("%d of %d encodings", len(p.Encodings), len(TrainableEncodings)))
+	}
+	if len(p.Seeds) < 3 {
+		r = append(r, fmt.Sprintf("%d seed(s) instead of 3", len(p.Seeds)))
+	}
+	if p.Base.Steps != ref.Steps || p.Base.Batch != ref.Batch {
+		r = append(r, fmt.Sprintf("%d updates of batch %d (warm-up %d) instead of %d of batch %d (warm-up %d)",
+			p.Base.Steps, p.Base.Batch, p.Base.Warmup, ref.Steps, ref.Batch, ref.Warmup))
+	}
+	if p.MaxWindows > 0 {
+		lmax := p.Base.SeqLen * p.maxFactor()
+		r = append(r, fmt.Sprintf("evaluation on the first %d windows of %d bytes (%d targets per length) of the validation split instead of all of it",
+			p.MaxWindows, lmax, p.MaxWindows*lmax))
+	}
+	return strings.Join(r, "; ")
+}
+
+func (p Plan) maxFactor() int {
+	m := 1
+	for _, f := range p.Factors {
+		m = max(m, f)
+	}
+	return m
+}
+
+// TrainLen is L, the training length.
+func (p Plan) TrainLen() int { return p.Base.SeqLen }
+
+// Lengths returns the evaluation lengths Le = f·L.
+func (p Plan) Lengths() []int {
+	out := make([]int, len(p.Factors))
+	for i, f := range p.Factors {
+		out[i] = f * p.Base.SeqLen
+	}
+	return out
+}
+
+// Config returns the training configuration of encoding enc and seed.
+func (p Plan) Config(enc string, seed int64) trainer.Config {
+	c := p.Base
+	c.Model.Pos = enc
+	c.Seed = seed
+	c.Model.PosOpts.MaxLen = c.SeqLen // a learned table covers the training length
+	return c
+}
+
+// hasRope reports whether the RoPE scalings are evaluated.
+func (p Plan) hasRope() bool {
+	return slices.Contains(p.Encodings, posenc.RopePlain) && len(p.Scalings) > 0
+}
+
+// EvalNames returns the encodings as evaluated, in table order: the trained
+// encodings, with the RoPE scalings right after "rope".
+func (p Plan) EvalNames() []string {
+	var out []string
+	for _, e := range p.Encodings {
+		out = append(out, e)
+		if e == posenc.RopePlain && p.hasRope() {
+			out = append(out, p.Scalings...)
+		}
+	}
+	return out
+}
+
+// ModelJob is the training of one (encoding, seed).
+type ModelJob struct {
+	Encoding string
+	Seed     int64
+	Cfg      trainer.Config
+}
+
+// Key names the job's directory: "<encoding>-seed<seed>".
+func (j ModelJob) Key() string { return fmt.Sprintf("%s-seed%d", j.Encoding, j.Seed) }
+
+// EvalJob is the evaluation of a trained model with one encoding (the
+// trained one, or a RoPE scaling of the rope model) at the given factors.
+type EvalJob struct {
+	Model ModelJob
+	// Encoding is the encoding used at evaluation.
+	Encoding string
+	Factors  []int
+}
+
+// Key names the job's result file: "<eval encoding>-seed<seed>".
+func (j EvalJob) Key() string { return fmt.Sprintf("%s-seed%d", j.Encoding, j.Model.Seed) }
+
+// ModelJobs lists the trainings, seed-major (every encoding of seed 1
+// first), so that an interrupted study has complete seeds.
+func (p Plan) ModelJobs() []ModelJob {
+	var out []ModelJob
+	for _, s := range p.Seeds {
+		for _, e := range p.Encodings {
+			out = append(out, ModelJob{Encoding: e, Seed: s, Cfg: p.Config(e, s)})
+		}
+	}
+	return out
+}
+
+// EvalJobs lists the evaluations of model m: its own encoding at every
+// factor, and for "rope" each scaling at the factors > 1.
+func (p Plan) EvalJobs(m ModelJob) []EvalJob {
+	out := []EvalJob{{Model: m, Encoding: m.Encoding, Factors: p.Factors}}
+	if m.Encoding == posenc.RopePlain && p.hasRope() {
+		var fs []int
+		for _, f := range p.Factors {
+			if f > 1 {
+				fs = append(fs, f)
+			}
+		}
+		if len(fs) > 0 {
+			for _, s := range p.Scalings {
+				out = append(out, EvalJob{Model: m, Encoding: s, Factors: fs})
+			}
+		}
+	}
+	return out
+}
+
+// EvalModel returns the model configuration of an evaluation at length le:
+// the trained model with its encoding replaced by a scaling, RopeScale =
+// le/L and RopeTrainLen = L.
+func (p Plan) EvalModel(j EvalJob, le int) (cfg trainer.Config) {
+	cfg = j.Model.Cfg
+	if j.Encoding != j.Model.Encoding {
+		cfg.Model.Pos = j.Encoding
+		cfg.Model.PosOpts.RopeScale = float64(le) / float64(cfg.SeqLen)
+		cfg.Model.PosOpts.RopeTrainLen = cfg.SeqLen
+	}
+	return cfg
+}
+
+// EvalText returns the evaluation text of the validation split val: its
+// first k·Lmax+1 bytes, k = (len(val)-1)/Lmax capped at MaxWindows, Lmax the
+// longest evaluation length. It is an error if val holds no window of Lmax.
+func (p Plan) EvalText(val []byte) ([]byte, error) {
+	lmax := p.Base.SeqLen * p.maxFactor()
+	k := trainer.Windows(len(val), lmax)
+	if k == 0 {
+		return nil, errors.Errorf("the validation split (last 10%% of the corpus) has %d bytes, too short for one evaluation window of Le = %dL = %d bytes plus its target (%d bytes); use a longer corpus or smaller lengths",
+			len(val), p.maxFactor(), lmax, lmax+1)
+	}
+	if p.MaxWindows > 0 && k > p.MaxWindows {
+		k = p.MaxWindows
+	}
+	return val[:k*lmax+1], nil
+}
+
+// Validate checks the plan and the corpus before anything is trained: known,
+// trainable, distinct encodings; scalings of RoPE; seeds; factors; every
+// configuration; a corpus whose training part holds a window of L+1 bytes
+// and whose validation part holds one of 8L+1 (the longest length) bytes.
+func (p Plan) Validate(c *trainer.Corpus) error {
+	if p.Preset == "" || strings.ContainsAny(p.Preset, `/\ `) {
+		return errors.Errorf("plan: preset name %q must be non-empty, without spaces or slashes (it names the output directory)", p.Preset)
+	}
+	if len(p.Encodings) == 0 {
+		return errors.New("plan: no encodings")
+	}
+	known := posenc.Names()
+	seen := map[string]bool{}
+	for _, e := range p.Encodings {
+		switch {
+		case slices.Contains(RopeScalings, e):
+			return errors.Errorf("plan: %q is an evaluation-time scaling of rope, not a trained encoding (it is evaluated on the rope model; valid trained encodings: %s)",
+				e, strings.Join(TrainableEncodings, ", "))
+		case !slices.Contains(known, e):
+			return errors.Errorf("plan: unknown encoding %q (valid: %s)", e, strings.Join(TrainableEncodings, ", "))
+		case seen[e]:
+			return errors.Errorf("plan: encoding %q listed twice", e)
+		}
+		seen[e] = true
+	}
+	for _, s := range p.Scalings {
+		if !slices.Contains(RopeScalings, s) {
+			return errors.Errorf("plan: unknown RoPE scaling %q (valid: %s)", s, strings.Join(RopeScalings, ", "))
+		}
+	}
+	if len(p.Seeds) == 0 {
+		return errors.New("plan: no seeds")
+	}
+	ss := map[int64]bool{}
+	for _, s := range p.Seeds {
+		if ss[s] {
+			return errors.Errorf("plan: seed %d listed twice", s)
+		}
+		ss[s] = true
+	}
+	if len(p.Factors) == 0 {
+		return errors.New("plan: no evaluation lengths")
+	}
+	if !sort.IntsAreSorted(p.Factors) || p.Factors[0] < 1 {
+		return errors.Errorf("plan: length factors %v must be ascending and at least 1 (Le >= L)", p.Factors)
+	}
+	for i := 1; i < len(p.Factors); i++ {
+		if p.Factors[i] == p.Factors[i-1] {
+			return errors.Errorf("plan: length factor %d listed twice", p.Factors[i])
+		}
+	}
+	for _, f := range p.Factors {
+		if p.maxFactor()%f != 0 {
+			return errors.Errorf("plan: length factors %v: each must divide the largest, so every length tiles the same text", p.Factors)
+		}
+	}
+	if p.MaxWindows < 0 || p.EvalTokens <= 0 || p.SaveEvery < 0 {
+		return errors.Errorf("plan: max windows %d and save every %d must not be negative, eval tokens %d must be positive",
+			p.MaxWindows, p.SaveEvery, p.EvalTokens)
+	}
+	for _, m := range p.ModelJobs() {
+		if err := m.Cfg.Validate(); err != nil {
+			return errors.WithMessagef(err, "plan: %s", m.Key())
+		}
+		for _, j := range p.EvalJobs(m) {
+			for _, f := range j.Factors {
+				cfg := p.EvalModel(j, f*p.Base.SeqLen)
+				if err := cfg.Validate(); err != nil {
+					return errors.WithMessagef(err, "plan: evaluating %s at %dL", j.Key(), f)
+				}
+			}
+		}
+	}
+	if c == nil {
+		return errors.New("plan: no corpus")
+	}
+	if len(c.Train) == 0 && len(c.Val) == 0 {
+		return errors.New("corpus is empty")
+	}
+	if err := c.CheckWindow(p.Base.SeqLen); err != nil {
+		return err
+	}
+	if _, err := p.EvalText(c.Val); err != nil {
+		return errors.WithMessagef(err, "corpus %s", corpusName(c))
+	}
+	return nil
+}

@@ -1,0 +1,240 @@
+package study
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/pkg/errors"
+
+	"github.com/rpe-go/rpe/experiments/trainer"
+)
+
+// Status of a row.
+const (
+	StatusOK = "ok"
+	// StatusNA marks a length the model cannot run at (a learned table
+	// shorter than Le); Note says why.
+	StatusNA = "n/a"
+)
+
+// Row is one result: one encoding (as evaluated) x seed x length x
+// protocol. Training measurements repeat on every row of a model; the memory
+// peaks are set on the rows of the longest length only.
+type Row struct {
+	Preset string `json:"preset"`
+	// Encoding is the encoding used at evaluation ("rope-pi", ...); Trained
+	// is the encoding the model was trained with ("rope"); Model is the
+	// model's key ("rope-seed1"), which indexes File.Configs.
+	Encoding string `json:"encoding"`
+	Trained  string `json:"trained"`
+	Model    string `json:"model"`
+	Seed     int64  `json:"seed"`
+	TrainLen int    `json:"train_len"`
+	EvalLen  int    `json:"eval_len"`
+	Protocol string `json:"protocol"`
+	// RopeScale is the RopeScale of a RoPE scaling (Le/L), 0 otherwise.
+	RopeScale float64 `json:"rope_scale,omitempty"`
+	Status    string  `json:"status"`
+	Note      string  `json:"note,omitempty"`
+	// BitsPerByte, Perplexity (2^bits) and Nats (per byte) are 0 for n/a.
+	BitsPerByte float64 `json:"bits_per_byte"`
+	Perplexity  float64 `json:"perplexity"`
+	Nats        float64 `json:"nats_per_byte"`
+	Windows     int     `json:"windows"`
+	Tokens      int     `json:"tokens"`
+	// EvalMsPerToken is the wall time of the forward pass at this length
+	// (shared by both protocols) per window position.
+	EvalMsPerToken float64 `json:"eval_ms_per_token"`
+	// TrainSteps, TrainMsPerStep, TrainTokensPerSec and TrainLoss (the mean
+	// training loss of the last 10 updates, nats) describe the training.
+	TrainSteps        int     `json:"train_steps"`
+	TrainMsPerStep    float64 `json:"train_ms_per_step"`
+	TrainTokensPerSec float64 `json:"train_tokens_per_sec"`
+	TrainLoss         float64 `json:"train_loss"`
+	// PeakHeapMB and PeakRSSMB are the peaks while the first batch of the
+	// longest length is scored (see MeasureMemory and Memory), in MiB.
+	PeakHeapMB float64 `json:"peak_heap_mb,omitempty"`
+	PeakRSSMB  float64 `json:"peak_rss_mb,omitempty"`
+	RSSSource  string  `json:"rss_source,omitempty"`
+	GitRev     string  `json:"git_rev"`
+}
+
+// File is the content of results.json.
+type File struct {
+	Preset  string `json:"preset"`
+	Reduced string `json:"reduced,omitempty"`
+	Corpus  string `json:"corpus"`
+	// EvalText describes the evaluation text.
+	EvalText string `json:"eval_text"`
+	// Configs holds the training configuration of every model by key.
+	Configs map[string]trainer.Config `json:"configs"`
+	Rows    []Row                     `json:"rows"`
+}
+
+var csvHeader = []string{"preset", "encoding", "trained", "model", "seed", "train_len", "eval_len", "protocol", "rope_scale",
+	"status", "note", "bits_per_byte", "perplexity", "nats_per_byte", "windows", "tokens", "eval_ms_per_token",
+	"train_steps", "train_ms_per_step", "train_tokens_per_sec", "train_loss", "peak_heap_mb", "peak_rss_mb", "rss_source",
+	"git_rev", "batch", "d_model", "heads", "layers", "ffn", "lr", "warmup", "dtype"}
+
+// WriteCSV writes rows with a header (csvHeader), the model configuration
+// in the last columns; n/a values are empty cells.
+func WriteCSV(path string, rows []Row, configs map[string]trainer.Config) error {
+	var buf bytes.Buffer
+	w := csv.NewWriter(&buf)
+	w.Write(csvHeader)
+	f := func(x float64) string {
+		if x == 0 {
+			return ""
+		}
+		return strconv.FormatFloat(x, 'g', 8, 64)
+	}
+	for _, r := range rows {
+		c := configs[r.Model]
+		rec := []string{r.Preset, r.Encoding, r.Trained, r.Model, strconv.FormatInt(r.Seed, 10), strconv.Itoa(r.TrainLen),
+			strconv.Itoa(r.EvalLen), r.Protocol, f(r.RopeScale), r.Status, r.Note, f(r.BitsPerByte), f(r.Perplexity), f(r.Nats),
+			strconv.Itoa(r.Windows), strconv.Itoa(r.Tokens), f(r.EvalMsPerToken), strconv.Itoa(r.TrainSteps),
+			f(r.TrainMsPerStep), f(r.TrainTokensPerSec), f(r.TrainLoss), f(r.PeakHeapMB), f(r.PeakRSSMB), r.RSSSource, r.GitRev,
+			strconv.Itoa(c.Batch), strconv.Itoa(c.Model.DModel), strconv.Itoa(c.Model.Heads), strconv.Itoa(c.Model.Layers),
+			strconv.Itoa(c.Model.FFN), f(c.LR), strconv.Itoa(c.Warmup), c.Dtype.String()}
+		w.Write(rec)
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		return errors.Wrapf(err, "writing %s", path)
+	}
+	return writeFileAtomic(path, buf.Bytes())
+}
+
+// writeJSON writes v indented, atomically.
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return errors.Wrapf(err, "encoding %s", path)
+	}
+	return writeFileAtomic(path, append(b, '\n'))
+}
+
+// readJSON reads a JSON file into v.
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return errors.Wrapf(err, "%s is corrupt (delete it to redo that part)", path)
+	}
+	return nil
+}
+
+// writeFileAtomic writes data to a temporary file next to path and renames
+// it over path, so path is never partial.
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return errors.Wrapf(err, "writing %s", path)
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return errors.Wrapf(err, "writing %s", path)
+	}
+	tmp := f.Name()
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return errors.Wrapf(err, "writing %s", path)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return errors.Wrapf(err, "writing %s", path)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return errors.Wrapf(err, "writing %s", path)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return errors.Wrapf(err, "writing %s", path)
+	}
+	return nil
+}
+
+// GitRevision returns `git rev-parse HEAD` run in the current directory,
+// or "unknown".
+func GitRevision() string {
+	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	if s := strings.TrimSpace(string(out)); s != "" {
+		return s
+	}
+	return "unknown"
+}
+
+// Cell is the aggregate over seeds of one encoding x length x protocol.
+type Cell struct {
+	// Mean and Std (sample standard deviation, 0 for one seed) of the
+	// values of the N seeds with a result.
+	Mean, Std float64
+	N         int
+	// NA is set if the model could not run at this length (Note says why).
+	NA   bool
+	Note string
+}
+
+type cellKey struct {
+	enc      string
+	le       int
+	protocol string
+}
+
+// aggregate groups rows by encoding, length and protocol and returns the
+// mean and std of value over seeds.
+func aggregate(rows []Row, value func(Row) float64) map[cellKey]Cell {
+	vals := map[cellKey][]float64{}
+	out := map[cellKey]Cell{}
+	for _, r := range rows {
+		k := cellKey{r.Encoding, r.EvalLen, r.Protocol}
+		if r.Status == StatusNA {
+			c := out[k]
+			c.NA, c.Note = true, r.Note
+			out[k] = c
+			continue
+		}
+		vals[k] = append(vals[k], value(r))
+	}
+	for k, v := range vals {
+		c := out[k]
+		c.NA = false
+		c.N = len(v)
+		c.Mean, c.Std = meanStd(v)
+		out[k] = c
+	}
+	return out
+}
+
+// meanStd returns the mean and the sample standard deviation (n-1).
+func meanStd(v []float64) (mean, std float64) {
+	if len(v) == 0 {
+		return math.NaN(), math.NaN()
+	}
+	for _, x := range v {
+		mean += x
+	}
+	mean /= float64(len(v))
+	if len(v) < 2 {
+		return mean, 0
+	}
+	for _, x := range v {
+		std += (x - mean) * (x - mean)
+	}
+	return mean, math.Sqrt(std / float64(len(v)-1))
+}

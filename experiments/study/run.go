@@ -1,0 +1,611 @@
+package study
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/pkg/errors"
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/rpe-go/rpe/experiments/trainer"
+	"github.com/rpe-go/rpe/posenc"
+)
+
+// ErrInterrupted is wrapped by the error Run returns when its context is
+// cancelled or a hook stops it: what is finished is saved, and running the
+// same study again resumes.
+var ErrInterrupted = errors.New("study interrupted")
+
+// Hooks let callers (tests) observe and interrupt a study.
+type Hooks struct {
+	// TrainStart is called when a training starts (from = 0) or resumes
+	// from a checkpoint at update from.
+	TrainStart func(model string, from int)
+	// BeforeStep is called before update step (0-based) of a training; a
+	// non-nil error interrupts the study as a cancelled context does: the
+	// checkpoint is saved at step and Run returns an error wrapping
+	// ErrInterrupted.
+	BeforeStep func(model string, step int) error
+	// EvalStart is called when an evaluation job starts.
+	EvalStart func(job string)
+}
+
+// Options configures Run and Render.
+type Options struct {
+	// Dir is the output directory (default runs/extrapolation/<preset>).
+	Dir string
+	// Progress receives the progress bar (nil: none); Log receives the
+	// messages and the final table (nil: discarded).
+	Progress, Log io.Writer
+	// GitRev is recorded in the rows (default GitRevision()).
+	GitRev string
+	// Command is the command line shown in table.md (default
+	// "go run ./experiments/extrapolation -preset <preset>").
+	Command string
+	Hooks   Hooks
+}
+
+// Outcome describes what Run or Render did.
+type Outcome struct {
+	Dir string
+	// Trained counts the trainings run by this call, Resumed those of them
+	// that continued from a checkpoint; SkippedModels the models already
+	// trained (or whose evaluations were all done).
+	Trained, Resumed, SkippedModels int
+	// Evaluated counts the evaluation jobs run by this call, SkippedEvals
+	// those found done.
+	Evaluated, SkippedEvals int
+	// Rows are the results of the plan found in Dir, in table order.
+	Rows []Row
+	// Pending counts the evaluation jobs of the plan without results.
+	Pending int
+	// Files are the rendered files.
+	Files []string
+	Wall  time.Duration
+}
+
+// DefaultDir is runs/extrapolation/<preset>.
+func DefaultDir(preset string) string { return filepath.Join("runs", "extrapolation", preset) }
+
+func (o *Options) defaults(p Plan) {
+	if o.Dir == "" {
+		o.Dir = DefaultDir(p.Preset)
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if o.GitRev == "" {
+		o.GitRev = GitRevision()
+	}
+	if o.Command == "" {
+		o.Command = "go run ./experiments/extrapolation -preset " + p.Preset
+	}
+}
+
+// Clean deletes what Run and Render write in dir (models/, results/, the
+// rendered files), and nothing else.
+func Clean(dir string) error {
+	for _, n := range []string{"models", "results", FileCSV, FileJSON, FileTable} {
+		if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
+			return errors.Wrap(err, "cleaning the output directory")
+		}
+	}
+	for _, pr := range Protocols {
+		if err := os.RemoveAll(filepath.Join(dir, PlotFile(pr))); err != nil {
+			return errors.Wrap(err, "cleaning the output directory")
+		}
+	}
+	return nil
+}
+
+// trainSpec identifies a training: a saved model is reused only if its spec
+// is the same.
+type trainSpec struct {
+	Config      trainer.Config `json:"config"`
+	CorpusBytes int            `json:"corpus_bytes"`
+	CorpusCRC   uint32         `json:"corpus_crc32"`
+}
+
+// trainState is models/<key>/train.json, written after every checkpoint.
+type trainState struct {
+	Spec trainSpec `json:"spec"`
+	// Step is the number of updates of the checkpoint; Done is set when it
+	// reached Config.Steps.
+	Step int  `json:"step"`
+	Done bool `json:"done"`
+	// TrainSeconds is the time spent in updates over TimedSteps updates
+	// (summed over sessions).
+	TrainSeconds float64 `json:"train_seconds"`
+	TimedSteps   int     `json:"timed_steps"`
+	// LastLosses are the training losses of the last (up to 10) updates.
+	LastLosses []float64 `json:"last_losses"`
+	GitRev     string    `json:"git_rev"`
+}
+
+// evalSpec identifies an evaluation job.
+type evalSpec struct {
+	Train      trainSpec `json:"train"`
+	Encoding   string    `json:"encoding"`
+	Factors    []int     `json:"factors"`
+	TextBytes  int       `json:"text_bytes"`
+	TextCRC    uint32    `json:"text_crc32"`
+	EvalTokens int       `json:"eval_tokens"`
+}
+
+// evalFile is results/<key>.json.
+type evalFile struct {
+	Spec    evalSpec `json:"spec"`
+	Rows    []Row    `json:"rows"`
+	Seconds float64  `json:"seconds"`
+}
+
+func sameSpec(a, b any) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && string(x) == string(y)
+}
+
+func corpusCRC(c *trainer.Corpus) (int, uint32) {
+	crc := crc32.Update(crc32.Checksum(c.Train, crcTable), crcTable, c.Val)
+	return len(c.Train) + len(c.Val), crc
+}
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// runner holds the state of one Run.
+type runner struct {
+	plan   Plan
+	c      *trainer.Corpus
+	text   []byte
+	opt    Options
+	out    *Outcome
+	corpus struct {
+		n   int
+		crc uint32
+	}
+	bar   *progressbar.ProgressBar
+	total int64
+	done  int64
+}
+
+func (r *runner) modelDir(m ModelJob) string { return filepath.Join(r.opt.Dir, "models", m.Key()) }
+func (r *runner) ckptPath(m ModelJob) string {
+	return filepath.Join(r.modelDir(m), "ckpt.safetensors")
+}
+func (r *runner) statePath(m ModelJob) string { return filepath.Join(r.modelDir(m), "train.json") }
+func (r *runner) evalPath(j EvalJob) string {
+	return filepath.Join(r.opt.Dir, "results", j.Key()+".json")
+}
+
+func (r *runner) trainSpec(m ModelJob) trainSpec {
+	return trainSpec{Config: m.Cfg, CorpusBytes: r.corpus.n, CorpusCRC: r.corpus.crc}
+}
+
+func (r *runner) evalSpec(j EvalJob) evalSpec {
+	return evalSpec{Train: r.trainSpec(j.Model), Encoding: j.Encoding, Factors: j.Factors, TextBytes: len(r.text),
+		TextCRC: crc32.Checksum(r.text, crcTable), EvalTokens: r.plan.EvalTokens}
+}
+
+// newRunner validates everything and prepares the paths; nothing is
+// written.
+func newRunner(p Plan, c *trainer.Corpus, opt Options) (*runner, error) {
+	opt.defaults(p)
+	if err := p.Validate(c); err != nil {
+		return nil, err
+	}
+	text, err := p.EvalText(c.Val)
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{plan: p, c: c, text: text, opt: opt, out: &Outcome{Dir: opt.Dir}}
+	r.corpus.n, r.corpus.crc = corpusCRC(c)
+	return r, nil
+}
+
+// loadEval returns the results of j if they are on disk; an error if they
+// were computed with another configuration.
+func (r *runner) loadEval(j EvalJob) (*evalFile, error) {
+	var f evalFile
+	err := readJSON(r.evalPath(j), &f)
+	if os.IsNotExist(errors.Cause(err)) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !sameSpec(f.Spec, r.evalSpec(j)) {
+		return nil, errors.Errorf("%s holds results of a different configuration, corpus or evaluation text than this study asks for; run with -fresh to start over, or choose another -out directory",
+			r.evalPath(j))
+	}
+	return &f, nil
+}
+
+// loadState returns the training state of m, nil if there is none.
+func (r *runner) loadState(m ModelJob) (*trainState, error) {
+	var s trainState
+	err := readJSON(r.statePath(m), &s)
+	if os.IsNotExist(errors.Cause(err)) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !sameSpec(s.Spec, r.trainSpec(m)) {
+		return nil, errors.Errorf("%s was trained with a different configuration or corpus than this study asks for; run with -fresh to start over, or choose another -out directory",
+			r.modelDir(m))
+	}
+	return &s, nil
+}
+
+// modelWork is what remains to do for one model.
+type modelWork struct {
+	job     ModelJob
+	state   *trainState
+	train   bool // the training must run or continue
+	pending []EvalJob
+}
+
+func (r *runner) trainUnits() int64 { return int64(3 * r.plan.Base.Batch * r.plan.Base.SeqLen) }
+
+// evalUnits is the rough cost of scoring the text at le, in the units of
+// the progress bar (a training step costs 3·B·L): attention makes tokens of
+// long windows dearer.
+func (r *runner) evalUnits(le int) int64 {
+	return int64(float64(len(r.text)-1) * max(1, float64(le)/float64(2*r.plan.Base.SeqLen)))
+}
+
+// Run carries out the study p on corpus c: it validates the plan and the
+// corpus (before anything is trained), trains every (encoding, seed) model
+// that is not trained yet (resuming from its checkpoint), evaluates every
+// model at each length with both protocols (and the RoPE scalings on the
+// rope model), saving each checkpoint and result as it goes under opt.Dir,
+// and finally renders the tables and plots (see Render). Work found done is
+// skipped, so a finished study only re-renders. A cancelled ctx or a hook
+// error stops it with an error wrapping ErrInterrupted after saving the
+// current checkpoint.
+func Run(ctx context.Context, p Plan, c *trainer.Corpus, opt Options) (*Outcome, error) {
+	start := time.Now()
+	r, err := newRunner(p, c, opt)
+	if err != nil {
+		return nil, err
+	}
+	logw := r.opt.Log
+	// Find what is done; a configuration mismatch is an error before any
+	// work.
+	var work []modelWork
+	for _, m := range p.ModelJobs() {
+		w := modelWork{job: m}
+		for _, j := range p.EvalJobs(m) {
+			f, err := r.loadEval(j)
+			if err != nil {
+				return nil, err
+			}
+			if f == nil {
+				w.pending = append(w.pending, j)
+			} else {
+				r.out.SkippedEvals++
+			}
+		}
+		if w.state, err = r.loadState(m); err != nil {
+			return nil, err
+		}
+		if len(w.pending) == 0 {
+			r.out.SkippedModels++
+			continue
+		}
+		w.train = w.state == nil || !w.state.Done
+		if !w.train {
+			if _, err := os.Stat(r.ckptPath(m)); err != nil {
+				fmt.Fprintf(logw, "%s: checkpoint missing, training again\n", m.Key())
+				w.state, w.train = nil, true
+			}
+		}
+		if !w.train {
+			r.out.SkippedModels++
+		}
+		work = append(work, w)
+	}
+
+	if p.Reduced != "" {
+		fmt.Fprintf(logw, "%s preset: reduced for speed: %s.\n", p.Preset, p.Reduced)
+	} else {
+		fmt.Fprintf(logw, "%s preset\n", p.Preset)
+	}
+	nTrain, nEval := 0, 0
+	for _, w := range work {
+		if w.train {
+			nTrain++
+			from := 0
+			if w.state != nil {
+				from = w.state.Step
+			}
+			r.total += int64(p.Base.Steps-from) * r.trainUnits()
+		}
+		for _, j := range w.pending {
+			nEval++
+			for _, f := range j.Factors {
+				r.total += r.evalUnits(f * p.Base.SeqLen)
+			}
+		}
+	}
+	fmt.Fprintf(logw, "encodings %s; seeds %v; L = %d, Le = %v; %d updates of batch %d\n",
+		strings.Join(p.Encodings, ", "), p.Seeds, p.TrainLen(), p.Lengths(), p.Base.Steps, p.Base.Batch)
+	fmt.Fprintf(logw, "corpus %s: %d training / %d validation bytes; evaluation text: %s\n",
+		corpusName(c), len(c.Train), len(c.Val), r.textDesc())
+	fmt.Fprintf(logw, "output %s: %d trainings and %d evaluations to run, %d models and %d evaluations already done\n",
+		r.opt.Dir, nTrain, nEval, r.out.SkippedModels, r.out.SkippedEvals)
+
+	if r.total > 0 && r.opt.Progress != nil {
+		r.bar = progressbar.NewOptions64(r.total,
+			progressbar.OptionSetWriter(r.opt.Progress),
+			progressbar.OptionSetDescription("starting"),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionSetElapsedTime(true),
+			progressbar.OptionThrottle(500*time.Millisecond),
+			progressbar.OptionSetWidth(20),
+			progressbar.OptionShowDescriptionAtLineEnd(),
+			progressbar.OptionOnCompletion(func() { fmt.Fprintln(r.opt.Progress) }),
+		)
+	}
+	for i, w := range work {
+		tag := fmt.Sprintf("[%d/%d %s]", i+1, len(work), w.job.Key())
+		st := w.state
+		if w.train {
+			if st, err = r.train(ctx, tag, w.job, st); err != nil {
+				r.stopBar()
+				return r.out, err
+			}
+		}
+		for _, j := range w.pending {
+			if err := r.evaluate(ctx, tag, j, st); err != nil {
+				r.stopBar()
+				return r.out, err
+			}
+		}
+	}
+	r.finishBar()
+	if err := r.render(); err != nil {
+		return r.out, err
+	}
+	r.out.Wall = time.Since(start)
+	return r.out, nil
+}
+
+func (r *runner) finishBar() {
+	if r.bar != nil {
+		r.bar.Finish()
+		r.bar = nil
+	}
+}
+
+// stopBar leaves the bar where it is, on a new line.
+func (r *runner) stopBar() {
+	if r.bar != nil {
+		r.bar.Exit()
+		fmt.Fprintln(r.opt.Progress)
+		r.bar = nil
+	}
+}
+
+func (r *runner) describe(s string) {
+	if r.bar != nil {
+		r.bar.Describe(s)
+	}
+}
+
+func (r *runner) add(n int64) {
+	r.done += n
+	if r.bar != nil {
+		r.bar.Add64(n)
+	}
+}
+
+// logf prints a message above the progress bar.
+func (r *runner) logf(format string, args ...any) {
+	if r.bar != nil {
+		r.bar.Clear()
+	}
+	fmt.Fprintf(r.opt.Log, format, args...)
+}
+
+func corpusName(c *trainer.Corpus) string {
+	if c.Path == "" {
+		return "(in memory)"
+	}
+	return c.Path
+}
+
+// textDesc describes the evaluation text.
+func (r *runner) textDesc() string {
+	lmax := r.plan.Lengths()[len(r.plan.Factors)-1]
+	return fmt.Sprintf("the first %d bytes of the %d-byte validation split: %d windows of %d, %d targets at every length",
+		len(r.text), len(r.c.Val), (len(r.text)-1)/lmax, lmax, len(r.text)-1)
+}
+
+// train trains m from scratch or from its checkpoint to Steps updates,
+// saving the checkpoint and the state every SaveEvery updates and at the
+// end.
+func (r *runner) train(ctx context.Context, tag string, m ModelJob, st *trainState) (*trainState, error) {
+	tr, err := trainer.New(m.Cfg, r.c)
+	if err != nil {
+		return nil, errors.WithMessage(err, m.Key())
+	}
+	defer tr.Close()
+	ck := r.ckptPath(m)
+	if st != nil && st.Step > 0 {
+		if err := tr.Load(ck); err != nil {
+			if !os.IsNotExist(errors.Cause(err)) {
+				return nil, errors.WithMessagef(err, "%s: resuming (delete %s to train it again)", m.Key(), r.modelDir(m))
+			}
+			st = nil // interrupted before its first checkpoint
+		} else {
+			r.out.Resumed++
+			r.logf("%s resuming from update %d of %d\n", tag, tr.Step(), m.Cfg.Steps)
+		}
+	}
+	if st == nil || tr.Step() == 0 {
+		st = &trainState{Spec: r.trainSpec(m)}
+	}
+	st.Step = tr.Step()
+	r.out.Trained++
+	if h := r.opt.Hooks.TrainStart; h != nil {
+		h(m.Key(), tr.Step())
+	}
+	save := func() error {
+		if err := tr.Save(ck); err != nil {
+			return err
+		}
+		st.Step, st.Done, st.GitRev = tr.Step(), tr.Step() >= m.Cfg.Steps, r.opt.GitRev
+		return writeJSON(r.statePath(m), st)
+	}
+	saved := tr.Step()
+	units := r.trainUnits()
+	tokens := float64(m.Cfg.Batch * m.Cfg.SeqLen)
+	for tr.Step() < m.Cfg.Steps {
+		stop := ctx.Err()
+		if stop == nil && r.opt.Hooks.BeforeStep != nil {
+			stop = r.opt.Hooks.BeforeStep(m.Key(), tr.Step())
+		}
+		if stop != nil {
+			if tr.Step() > saved {
+				if err := save(); err != nil {
+					return nil, err
+				}
+			}
+			return nil, fmt.Errorf("%w: %s stopped at update %d of %d (%v); checkpoint saved, run the same command again to resume",
+				ErrInterrupted, m.Key(), tr.Step(), m.Cfg.Steps, stop)
+		}
+		t0 := time.Now()
+		res, err := tr.TrainStep()
+		if err != nil {
+			return nil, errors.WithMessage(err, m.Key())
+		}
+		st.TrainSeconds += time.Since(t0).Seconds()
+		st.TimedSteps++
+		st.LastLosses = append(st.LastLosses, res.Loss)
+		if n := len(st.LastLosses); n > 10 {
+			st.LastLosses = append([]float64(nil), st.LastLosses[n-10:]...)
+		}
+		r.describe(fmt.Sprintf("%s train %d/%d loss %.3f %.0f tok/s", tag, res.Step, m.Cfg.Steps, res.Loss,
+			float64(st.TimedSteps)*tokens/st.TrainSeconds))
+		r.add(units)
+		if r.plan.SaveEvery > 0 && tr.Step()%r.plan.SaveEvery == 0 && tr.Step() < m.Cfg.Steps {
+			if err := save(); err != nil {
+				return nil, err
+			}
+			saved = tr.Step()
+		}
+	}
+	if err := save(); err != nil {
+		return nil, err
+	}
+	r.logf("%s trained: %d updates, loss %.4f, %.0f ms/update, %.0f tokens/s\n", tag, tr.Step(), mean(st.LastLosses),
+		1000*st.TrainSeconds/float64(max(st.TimedSteps, 1)), float64(st.TimedSteps)*tokens/max(st.TrainSeconds, 1e-9))
+	return st, nil
+}
+
+func mean(v []float64) float64 {
+	m, _ := meanStd(v)
+	return m
+}
+
+// evaluate runs one evaluation job on the saved model and writes its rows.
+func (r *runner) evaluate(ctx context.Context, tag string, j EvalJob, st *trainState) error {
+	if h := r.opt.Hooks.EvalStart; h != nil {
+		h(j.Key())
+	}
+	t0 := time.Now()
+	params, _, err := trainer.LoadModel(r.ckptPath(j.Model))
+	if err != nil {
+		return errors.WithMessagef(err, "evaluating %s", j.Key())
+	}
+	L := r.plan.TrainLen()
+	base := Row{Preset: r.plan.Preset, Encoding: j.Encoding, Trained: j.Model.Encoding, Model: j.Model.Key(),
+		Seed: j.Model.Seed, TrainLen: L, GitRev: r.opt.GitRev}
+	if st != nil {
+		base.TrainSteps = st.Step
+		if st.TimedSteps > 0 {
+			base.TrainMsPerStep = 1000 * st.TrainSeconds / float64(st.TimedSteps)
+			base.TrainTokensPerSec = float64(st.TimedSteps*j.Model.Cfg.Batch*L) / st.TrainSeconds
+		}
+		base.TrainLoss = mean(st.LastLosses)
+	}
+	lmax := j.Factors[len(j.Factors)-1] * L
+	var rows []Row
+	for _, f := range j.Factors {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%w: evaluation of %s stopped (%v); run the same command again to resume", ErrInterrupted, j.Key(), err)
+		}
+		le := f * L
+		cfg := r.plan.EvalModel(j, le)
+		r.describe(fmt.Sprintf("%s eval %s Le=%d", tag, j.Encoding, le))
+		batch := max(1, r.plan.EvalTokens/le)
+		var mem Memory
+		if le == lmax {
+			// Peak memory on a separate pass over the first batch (the
+			// graph allocates its values on the first run), so the timed
+			// pass below runs with the default GC.
+			first := r.text[:min(batch*le+1, len(r.text))]
+			mem = MeasureMemory(func() { ScoreWindows(params, cfg.Model, first, le, L, batch) })
+		}
+		t1 := time.Now()
+		all, last, err := ScoreWindows(params, cfg.Model, r.text, le, L, batch)
+		dt := time.Since(t1)
+		r.add(r.evalUnits(le))
+		row := base
+		row.EvalLen = le
+		if j.Encoding != j.Model.Encoding {
+			row.RopeScale = cfg.Model.PosOpts.RopeScale
+		}
+		if errors.Is(err, posenc.ErrBeyondTable) {
+			row.Status = StatusNA
+			row.Note = fmt.Sprintf("learned table has %d positions, Le = %d", cfg.Model.PosOpts.MaxLen, le)
+			for _, p := range Protocols {
+				row.Protocol = p
+				rows = append(rows, row)
+			}
+			continue
+		}
+		if err != nil {
+			return errors.WithMessagef(err, "evaluating %s at Le = %d", j.Key(), le)
+		}
+		row.Status = StatusOK
+		row.EvalMsPerToken = dt.Seconds() * 1000 / float64(all.Tokens)
+		if le == lmax {
+			row.PeakHeapMB = float64(mem.PeakHeap) / (1 << 20)
+			row.PeakRSSMB = float64(mem.PeakRSS) / (1 << 20)
+			row.RSSSource = mem.RSSSource
+		}
+		for i, s := range []Score{all, last} {
+			row.Protocol = Protocols[i]
+			row.BitsPerByte, row.Perplexity, row.Nats = s.BitsPerByte(), s.Perplexity(), s.Nats/float64(s.Tokens)
+			row.Windows, row.Tokens = s.Windows, s.Tokens
+			rows = append(rows, row)
+		}
+	}
+	f := evalFile{Spec: r.evalSpec(j), Rows: rows, Seconds: time.Since(t0).Seconds()}
+	if err := writeJSON(r.evalPath(j), f); err != nil {
+		return err
+	}
+	r.out.Evaluated++
+	var cells []string
+	for _, row := range rows {
+		if row.Protocol == ProtocolAll {
+			if row.Status == StatusNA {
+				cells = append(cells, fmt.Sprintf("%d: n/a", row.EvalLen))
+			} else {
+				cells = append(cells, fmt.Sprintf("%d: %.3f", row.EvalLen, row.BitsPerByte))
+			}
+		}
+	}
+	r.logf("%s evaluated %s (bits/byte, all targets) %s in %s\n", tag, j.Encoding, strings.Join(cells, ", "),
+		time.Since(t0).Round(100*time.Millisecond))
+	return nil
+}
