@@ -2,10 +2,6 @@ package graph
 
 import (
 	"fmt"
-	"math"
-	"math/rand"
-	"sort"
-	"strings"
 
 	"github.com/pkg/errors"
 	G "gorgonia.org/gorgonia"
@@ -51,181 +47,12 @@ const maxReported = 5
 // Gorgonia keeps the gradient nodes in g; the values of wrt are unchanged on
 // return. Each checked element costs two forward runs: use MaxPerNode on
 // large nodes.
-func GradCheck(g *G.ExprGraph, loss *G.Node, wrt G.Nodes, opts GradCheckOpts) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = errors.Errorf("graph: GradCheck: Gorgonia panicked: %v", r)
-		}
-	}()
-	if g == nil || loss == nil {
-		return errors.New("graph: GradCheck: nil graph or loss")
-	}
-	if loss.Graph() != g {
-		return errors.Errorf("graph: GradCheck: loss %v is not in the graph", loss.Name())
-	}
-	if !loss.IsScalar() || loss.Dtype() != tensor.Float64 {
-		return errors.Errorf("graph: GradCheck: loss %v must be a float64 scalar, got %v of shape %v", loss.Name(), loss.Dtype(), loss.Shape())
-	}
-	if len(wrt) == 0 {
-		return errors.New("graph: GradCheck: no nodes to check")
-	}
-	for i, n := range wrt {
-		switch {
-		case n == nil:
-			return errors.Errorf("graph: GradCheck: wrt[%d] is nil", i)
-		case n.Graph() != g:
-			return errors.Errorf("graph: GradCheck: wrt[%d] %v is not in the graph", i, n.Name())
-		case n.Op() != nil:
-			return errors.Errorf("graph: GradCheck: wrt[%d] %v is not an input node (op %v)", i, n.Name(), n.Op())
-		case n.Dtype() != tensor.Float64:
-			return errors.Errorf("graph: GradCheck: wrt[%d] %v has dtype %v, want float64", i, n.Name(), n.Dtype())
-		case n.Value() == nil:
-			return errors.Errorf("graph: GradCheck: wrt[%d] %v has no value bound", i, n.Name())
-		}
-	}
-	if opts.Eps == 0 {
-		opts.Eps = 1e-6
-	}
-	if opts.ATol == 0 {
-		opts.ATol = 1e-6
-	}
-	if opts.RTol == 0 {
-		opts.RTol = 1e-4
-	}
-
-	// Analytic gradients.
-	if _, err := G.Grad(loss, wrt...); err != nil {
-		return errors.Wrap(err, "graph: GradCheck: G.Grad")
-	}
-	m := G.NewTapeMachine(g, G.BindDualValues(wrt...))
-	defer m.Close()
-	for _, n := range wrt {
-		zeroDualGrad(n)
-	}
-	// Every float input of the loss (not only wrt) must keep its value: a
-	// run that writes into one corrupts parameters and the check.
-	sub := g.ExactSubgraphRoots(loss)
-	watched := append(G.Nodes(nil), wrt...)
-	for _, n := range sub.AllNodes() {
-		if n.Op() == nil && n.Value() != nil && isFloat(n.Dtype()) && !watched.Contains(n) {
-			watched = append(watched, n)
-		}
-	}
-	orig := make([][]float64, len(watched))
-	for i, n := range watched {
-		orig[i] = valueFloat64s(n.Value())
-	}
-	// unchanged returns an error, after restoring the values, if a run wrote
-	// into the bound value of an input.
-	unchanged := func(when string) error {
-		var err error
-		for i, n := range watched {
-			now := valueFloat64s(n.Value())
-			for k := range now {
-				if now[k] != orig[i][k] && !(math.IsNaN(now[k]) && math.IsNaN(orig[i][k])) {
-					err = errors.Errorf("graph: GradCheck: the %s overwrote the value of input %s%v in place (element %d: %v, was %v): an op wrote into memory shared with the input, e.g. an in-place Add on a Gorgonia Reshape view of it", when, nodeName(n), n.Shape(), k, now[k], orig[i][k])
-					break
-				}
-			}
-			if err != nil {
-				break
-			}
-		}
-		if err != nil {
-			for i, n := range watched {
-				restoreValue(n.Value(), orig[i])
-			}
-		}
-		return err
-	}
-	if err := m.RunAll(); err != nil {
-		return errors.Wrap(err, "graph: GradCheck: gradient run")
-	}
-	if err := unchanged("gradient run"); err != nil {
-		return err
-	}
-	base, err := scalarOf(loss.Value())
+func GradCheck(g *G.ExprGraph, loss *G.Node, wrt G.Nodes, opts GradCheckOpts) error {
+	r, err := GradCheckReport(g, loss, wrt, opts)
 	if err != nil {
 		return err
 	}
-	analytic := make([][]float64, len(wrt))
-	for i, n := range wrt {
-		gv, err := n.Grad()
-		if err != nil {
-			return errors.Wrapf(err, "graph: GradCheck: no gradient for %v", n.Name())
-		}
-		analytic[i] = valueFloat64s(gv)
-		if len(analytic[i]) != n.Shape().TotalSize() {
-			return errors.Errorf("graph: GradCheck: gradient of %v has %d elements, the node %v", n.Name(), len(analytic[i]), n.Shape())
-		}
-	}
-
-	// Forward-only evaluation of the loss.
-	fm := G.NewTapeMachine(sub)
-	defer fm.Close()
-	eval := func() (float64, error) {
-		fm.Reset()
-		if err := fm.RunAll(); err != nil {
-			return 0, errors.Wrap(err, "graph: GradCheck: forward run")
-		}
-		return scalarOf(loss.Value())
-	}
-	if v, err := eval(); err != nil {
-		return err
-	} else if err := unchanged("forward run"); err != nil {
-		return err
-	} else if math.Abs(v-base) > 1e-9*(1+math.Abs(base)) {
-		return errors.Errorf("graph: GradCheck: the loss is not deterministic (%v, then %v)", base, v)
-	}
-
-	rng := rand.New(rand.NewSource(opts.Seed))
-	var fails []string
-	nFail, nChecked := 0, 0
-	for i, n := range wrt {
-		get, set, err := elementAccess(n)
-		if err != nil {
-			return err
-		}
-		size := n.Shape().TotalSize()
-		idx := make([]int, size)
-		for k := range idx {
-			idx[k] = k
-		}
-		if opts.MaxPerNode > 0 && size > opts.MaxPerNode {
-			idx = rng.Perm(size)[:opts.MaxPerNode]
-			sort.Ints(idx)
-		}
-		for _, k := range idx {
-			orig := get(k)
-			set(k, orig+opts.Eps)
-			lp, err := eval()
-			if err == nil {
-				set(k, orig-opts.Eps)
-				var lm float64
-				lm, err = eval()
-				lp = (lp - lm) / (2 * opts.Eps)
-			}
-			set(k, orig)
-			if err != nil {
-				return err
-			}
-			a, num := analytic[i][k], lp
-			nChecked++
-			tol := opts.ATol + opts.RTol*math.Max(math.Abs(a), math.Abs(num))
-			if math.Abs(a-num) <= tol {
-				continue
-			}
-			nFail++
-			if len(fails) < maxReported {
-				fails = append(fails, fmt.Sprintf("%s%v element %d %v: analytic %.9g, numeric %.9g",
-					nodeName(n), n.Shape(), k, unravel(k, n.Shape()), a, num))
-			}
-		}
-	}
-	if nFail > 0 {
-		return errors.Errorf("graph: GradCheck: %d of %d checked elements disagree: %s", nFail, nChecked, strings.Join(fails, "; "))
-	}
-	return nil
+	return r.Err()
 }
 
 // zeroDualGrad zeroes the gradient that earlier runs of a machine with dual
