@@ -67,6 +67,8 @@ type broadcastOp struct {
 	opBase
 	a, b tensor.Shape
 	mul  bool
+	bc   bcast // b onto a, computed on first run
+	res  buf
 }
 
 func (op *broadcastOp) name() string {
@@ -90,6 +92,9 @@ func (op *broadcastOp) DiffWRT(int) []bool    { return []bool{true, true} }
 func (op *broadcastOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	a, b := in[0], in[1]
 	if !op.mul {
+		if op.b.TotalSize() == op.a.TotalSize() && len(op.b) == len(op.a) {
+			return G.Nodes{grad, grad}, nil // same shape: nothing to reduce
+		}
 		db, err := broadcastReduce(grad, op.b)
 		if err != nil {
 			return nil, err
@@ -135,20 +140,49 @@ func broadcastDo[T float](op *broadcastOp, vs []G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, y := newDense[T](op.a)
-	bc := newBcast(op.b, op.a)
-	for r := 0; r < bc.rows; r++ {
-		off, step, base := bc.rowOff[r], bc.step, r*bc.cols
-		if op.mul {
-			for j := 0; j < bc.cols; j++ {
-				y[base+j] = a[base+j] * b[off+j*step]
+	out, y := bufFor[T](&op.res, op.a)
+	if len(b) == len(a) { // same size: plain elementwise
+		parallelFor(len(a), 1, func(lo, hi int) {
+			if op.mul {
+				for i, v := range a[lo:hi] {
+					y[lo+i] = v * b[lo+i]
+				}
+				return
 			}
-		} else {
-			for j := 0; j < bc.cols; j++ {
-				y[base+j] = a[base+j] + b[off+j*step]
+			for i, v := range a[lo:hi] {
+				y[lo+i] = v + b[lo+i]
+			}
+		})
+		return out, nil
+	}
+	if op.bc.rowOff == nil {
+		op.bc = newBcast(op.b, op.a)
+	}
+	bc := op.bc
+	parallelFor(bc.rows, bc.cols, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			off, step, base := bc.rowOff[r], bc.step, r*bc.cols
+			yr, ar := y[base:base+bc.cols], a[base:base+bc.cols]
+			switch {
+			case op.mul && step == 1:
+				for j, v := range b[off : off+bc.cols] {
+					yr[j] = ar[j] * v
+				}
+			case op.mul:
+				for j := range yr {
+					yr[j] = ar[j] * b[off+j*step]
+				}
+			case step == 1:
+				for j, v := range b[off : off+bc.cols] {
+					yr[j] = ar[j] + v
+				}
+			default:
+				for j := range yr {
+					yr[j] = ar[j] + b[off+j*step]
+				}
 			}
 		}
-	}
+	})
 	return out, nil
 }
 
@@ -168,6 +202,9 @@ type broadcastReduceOp struct {
 	opBase
 	a, b tensor.Shape
 	mul  bool
+	bc   bcast // b onto a, computed on first run
+	res  buf
+	acc  []float64
 }
 
 func (op *broadcastReduceOp) Arity() int {
@@ -209,7 +246,7 @@ func (op *broadcastReduceOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error)
 
 func (op *broadcastReduceOp) Do(vs ...G.Value) (_ G.Value, err error) {
 	defer recoverOp(op, &err)
-	dt, err := checkDtypes(op.String(), vs...)
+	dt, err := checkDtypes(op, vs...)
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +257,7 @@ func (op *broadcastReduceOp) Do(vs ...G.Value) (_ G.Value, err error) {
 }
 
 func broadcastReduceDo[T float](op *broadcastReduceOp, vs []G.Value) (G.Value, error) {
-	name := op.String()
+	var name any = op
 	for _, v := range vs {
 		if err := checkShape(name, "input", v, op.a); err != nil {
 			return nil, err
@@ -236,26 +273,113 @@ func broadcastReduceDo[T float](op *broadcastReduceOp, vs []G.Value) (G.Value, e
 			return nil, err
 		}
 	}
-	acc := make([]float64, op.b.TotalSize())
-	bc := newBcast(op.b, op.a)
-	for r := 0; r < bc.rows; r++ {
-		off, step, base := bc.rowOff[r], bc.step, r*bc.cols
-		if op.mul {
-			for j := 0; j < bc.cols; j++ {
-				acc[off+j*step] += float64(dy[base+j]) * float64(x[base+j])
-			}
-		} else {
-			for j := 0; j < bc.cols; j++ {
-				acc[off+j*step] += float64(dy[base+j])
+	nb := op.b.TotalSize()
+	if len(op.acc) != nb {
+		op.acc = make([]float64, nb)
+	}
+	acc := op.acc
+	clear(acc)
+	if !op.mul && nb > 0 && len(dy)%nb == 0 && isSuffix(op.b, op.a) {
+		// b is a's trailing axes: sum of the rows of dy viewed as [N, nb].
+		sumRows(dy, nb, acc)
+	} else {
+		if op.bc.rowOff == nil {
+			op.bc = newBcast(op.b, op.a)
+		}
+		bc := op.bc
+		for r := 0; r < bc.rows; r++ {
+			off, step, base := bc.rowOff[r], bc.step, r*bc.cols
+			if op.mul {
+				for j := 0; j < bc.cols; j++ {
+					acc[off+j*step] += float64(dy[base+j]) * float64(x[base+j])
+				}
+			} else {
+				for j := 0; j < bc.cols; j++ {
+					acc[off+j*step] += float64(dy[base+j])
+				}
 			}
 		}
 	}
 	if len(op.b) == 0 {
 		return scalarValue[T](acc[0]), nil
 	}
-	out, db := newDense[T](op.b)
+	out, db := bufFor[T](&op.res, op.b)
 	for i, v := range acc {
 		db[i] = T(v)
 	}
 	return out, nil
+}
+
+// isSuffix reports whether b equals the trailing axes of a, ignoring
+// leading 1s of b.
+func isSuffix(b, a tensor.Shape) bool {
+	for len(b) > 0 && b[0] == 1 {
+		b = b[1:]
+	}
+	if len(b) > len(a) {
+		return false
+	}
+	return b.Eq(a[len(a)-len(b):]) || len(b) == 0
+}
+
+// sumRows adds the rows of x, viewed as [len(x)/n, n], into acc [n], in
+// float64, splitting the rows over Threads() goroutines.
+func sumRows[T float](x []T, n int, acc []float64) {
+	if isF32[T]() {
+		sumRows32(any(x).([]float32), n, acc)
+		return
+	}
+	rows := len(x) / n
+	p := Threads()
+	if p > rows {
+		p = rows
+	}
+	if p <= 1 || len(x) < 1<<15 {
+		for r := 0; r < rows; r++ {
+			for j, v := range x[r*n : (r+1)*n] {
+				acc[j] += float64(v)
+			}
+		}
+		return
+	}
+	part := make([]float64, p*n)
+	parallelFor(p, len(x)/p, func(lo, hi int) {
+		for c := lo; c < hi; c++ {
+			pc := part[c*n : (c+1)*n]
+			for r := c * rows / p; r < (c+1)*rows/p; r++ {
+				for j, v := range x[r*n : (r+1)*n] {
+					pc[j] += float64(v)
+				}
+			}
+		}
+	})
+	for c := 0; c < p; c++ {
+		for j, v := range part[c*n : (c+1)*n] {
+			acc[j] += v
+		}
+	}
+}
+
+// sumRows32 is sumRows with the float32 kernels (float32 partial sums per
+// thread, added in float64).
+func sumRows32(x []float32, n int, acc []float64) {
+	rows := len(x) / n
+	p := Threads()
+	if p > rows {
+		p = rows
+	}
+	if p < 1 || len(x) < 1<<15 {
+		p = 1
+	}
+	part := make([]float32, p*n)
+	parallelFor(p, 1<<15, func(lo, hi int) {
+		for c := lo; c < hi; c++ {
+			k32.colSums(part[c*n:(c+1)*n], x[c*rows/p*n:(c+1)*rows/p*n])
+		}
+	})
+	for c := 0; c < p; c++ {
+		for j, v := range part[c*n : (c+1)*n] {
+			acc[j] += float64(v)
+		}
+	}
 }

@@ -44,6 +44,8 @@ type crossEntropyOp struct {
 	opBase
 	n, v int
 	grad bool
+	res  buf
+	lse  []float64 // per-row scratch
 }
 
 func (op *crossEntropyOp) Arity() int {
@@ -96,7 +98,7 @@ func (op *crossEntropyOp) Do(vs ...G.Value) (_ G.Value, err error) {
 	if op.grad {
 		fs = append(fs, vs[2])
 	}
-	dt, err := checkDtypes(op.String(), fs...)
+	dt, err := checkDtypes(op, fs...)
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +109,7 @@ func (op *crossEntropyOp) Do(vs ...G.Value) (_ G.Value, err error) {
 }
 
 func crossEntropyDo[T float](op *crossEntropyOp, vs []G.Value) (G.Value, error) {
-	name := op.String()
+	var name any = op
 	logits, err := floats[T](name, vs[0])
 	if err != nil {
 		return nil, err
@@ -129,14 +131,28 @@ func crossEntropyDo[T float](op *crossEntropyOp, vs []G.Value) (G.Value, error) 
 			count++
 		}
 	}
+	if len(op.lse) != n {
+		op.lse = make([]float64, n)
+	}
+	lse := op.lse
+	parallelFor(n, 2*v, func(lo, hi int) {
+		if isF32[T]() {
+			crossEntropyLSE32(any(logits).([]float32), v, lo, hi, lse)
+			return
+		}
+		for i := lo; i < hi; i++ {
+			if targets[i] >= 0 {
+				lse[i] = logSumExp(logits[i*v : (i+1)*v])
+			}
+		}
+	})
 	if !op.grad {
 		var loss float64
 		for i, t := range targets {
 			if t < 0 {
 				continue
 			}
-			row := logits[i*v : (i+1)*v]
-			loss += logSumExp(row) - float64(row[t])
+			loss += lse[i] - float64(logits[i*v+t])
 		}
 		if count > 0 {
 			loss /= float64(count)
@@ -150,38 +166,91 @@ func crossEntropyDo[T float](op *crossEntropyOp, vs []G.Value) (G.Value, error) 
 	if len(dys) != 1 {
 		return nil, errors.Errorf("graph: %s: dy has shape %v, want a scalar", name, vs[2].Shape())
 	}
-	out, dl := newDense[T](tensor.Shape{n, v})
+	out, dl := bufFor[T](&op.res, tensor.Shape{n, v})
 	if count == 0 {
+		clear(dl)
 		return out, nil
 	}
 	scale := float64(dys[0]) / float64(count)
-	for i, t := range targets {
-		if t < 0 {
-			continue
-		}
-		row := logits[i*v : (i+1)*v]
-		lse := logSumExp(row)
-		for j, x := range row {
-			p := math.Exp(float64(x) - lse)
-			if j == t {
-				p--
+	parallelFor(n, 2*v, func(lo, hi int) {
+		if isF32[T]() {
+			shift := make([]float32, hi-lo)
+			for i := lo; i < hi; i++ {
+				shift[i-lo] = float32(lse[i])
 			}
-			dl[i*v+j] = T(p * scale)
+			k32.expScaleRows(any(dl[lo*v:hi*v]).([]float32), any(logits[lo*v:hi*v]).([]float32), v, shift, float32(scale))
+			for i := lo; i < hi; i++ {
+				if t := targets[i]; t < 0 {
+					clear(dl[i*v : (i+1)*v])
+				} else {
+					dl[i*v+t] -= T(scale)
+				}
+			}
+			return
 		}
-	}
+		for i := lo; i < hi; i++ {
+			t := targets[i]
+			drow := dl[i*v : (i+1)*v]
+			if t < 0 {
+				clear(drow)
+				continue
+			}
+			row := logits[i*v : (i+1)*v]
+			for j, x := range row {
+				p := math.Exp(float64(x) - lse[i])
+				if j == t {
+					p--
+				}
+				drow[j] = T(p * scale)
+			}
+		}
+	})
 	return out, nil
 }
 
-// logSumExp is log(sum(exp(row))), computed stably in float64.
+// crossEntropyLSE32 sets lse[i] = logsumexp of row i of logits [., v] for
+// rows lo..hi-1, the exponentials by the float32 kernels.
+func crossEntropyLSE32(logits []float32, v, lo, hi int, lse []float64) {
+	shift := make([]float32, hi-lo)
+	sums := make([]float32, hi-lo)
+	for i := lo; i < hi; i++ {
+		m := float32(math.Inf(-1))
+		for _, x := range logits[i*v : (i+1)*v] {
+			if x > m || x != x {
+				m = x
+			}
+		}
+		if math.IsInf(float64(m), 0) || m != m {
+			m = 0 // the sum then carries the Inf or NaN
+		}
+		shift[i-lo] = m
+	}
+	k32.expSumRows(logits[lo*v:hi*v], v, shift, sums)
+	for i := lo; i < hi; i++ {
+		lse[i] = float64(shift[i-lo]) + math.Log(float64(sums[i-lo]))
+	}
+}
+
+// logSumExp is log(sum(exp(row))), computed stably in float64 (the
+// exponentials in T).
 func logSumExp[T float](row []T) float64 {
 	m := math.Inf(-1)
 	for _, x := range row {
-		m = math.Max(m, float64(x))
+		if xf := float64(x); xf > m || xf != xf {
+			m = xf
+		}
 	}
-	if math.IsInf(m, 0) {
+	if math.IsInf(m, 0) || m != m {
 		return m
 	}
 	var s float64
+	if isF32[T]() {
+		mt := T(m)
+		for _, x := range row {
+			s += float64(expT(x - mt))
+		}
+		return m + math.Log(s)
+	}
 	for _, x := range row {
 		s += math.Exp(float64(x) - m)
 	}

@@ -3,13 +3,15 @@
 // operations that Gorgonia v0.9.18 lacks or gets wrong, attention masks, and
 // a numerical gradient checker used by the tests of every package.
 //
-// It imports only Gorgonia, its tensor package and pkg/errors.
+// It imports Gorgonia, its tensor package, pkg/errors and gonum's BLAS
+// interfaces; the default (cgo) build also links OpenBLAS through gonum's
+// netlib binding (see Performance).
 //
 // # Ops
 //
 // Every op is a custom Gorgonia Op with a symbolic derivative (G.SDOp) built
-// from further custom gradient ops, works on float32 and float64 graphs, always
-// writes its result to fresh memory, validates shapes when the node is built
+// from further custom gradient ops, works on float32 and float64 graphs, never
+// writes into its inputs or returns a view of them, validates shapes when the node is built
 // (errors name the op and the shapes) and is gradient-checked in float64
 // against central finite differences:
 //
@@ -21,10 +23,46 @@
 //	BroadcastAdd(a, b)              a + b, b broadcast onto a (numpy rules, one-sided)
 //	BroadcastMul(a, b)              a * b, likewise
 //
+// Fused ops, each replacing a chain of Gorgonia ops on the hot path of a
+// Transformer (hand-written gradients, no materialised transposes or
+// broadcasts):
+//
+//	Linear(x, w, b)                 x [..., In] · w [In, Out] + b [Out]: one matrix product, bias folded in
+//	AttentionProbs(q, k, opts)      softmax((q·kᵀ + terms)·scale + bias | mask) [B, H, Tq, Tk], q and k
+//	                                [B, H, T, dh] or heads merged [B, T, H*dh]
+//	AttentionOutput(probs, v, merge) probs·v per head, v and the result split or merged
+//	SplitHeads(x, H), MergeHeads(x) [B, T, H*dh] <-> [B, H, T, dh]
+//	RelScores(x, tab)               x [B, H, T, dh] · tab [H, R, dh]ᵀ -> [B, H, T, R] (XL, DeBERTa)
+//	TransposeLast2(x)               [..., M, N] -> [..., N, M]
+//
 // Gradient ops (never differentiated again; their SymDiff returns an error):
-// layerNormGradX, layerNormGradGamma, geluGrad, crossEntropyGrad,
+// layerNormGradX (which also accumulates dgamma and dbeta, handed out by
+// layerNormGradGamma and layerNormGradBeta), geluGrad, crossEntropyGrad,
 // embeddingGrad (a scatter-add), softmaxGrad, broadcastReduce (sum over the
-// broadcast axes) and broadcastMulReduce.
+// broadcast axes) and broadcastMulReduce. The gradient products of Linear
+// and of the attention ops (linearGradX, linearGradW, headMatMul) are
+// differentiable.
+//
+// # Performance
+//
+// Matrix products run on a BLAS chosen at build time: OpenBLAS through
+// gonum.org/v1/netlib with -tags openblas (cgo; Debian package
+// libopenblas-dev, about 4.5x faster), gonum's pure-Go BLAS otherwise (the
+// default, which builds on any machine). The same
+// BLAS is installed into Gorgonia (G.Use) for its own ops. BLASName says
+// which is in use. OpenBLAS runs single-threaded: large products are split
+// into row or column blocks, and attention into (batch, head) pairs, over
+// Threads() goroutines (SetThreads; default GOMAXPROCS).
+//
+// The float32 elementwise kernels (GELU, softmax, cross-entropy, LayerNorm,
+// the bias reduction) are AVX2 C code in the default build on CPUs with AVX2
+// and FMA, and Go otherwise (Kernels says which); exp and tanh are
+// polynomial approximations within a few float32 ulps. float64 keeps the
+// math package's functions, so gradient checks and golden tests are exact.
+//
+// Every op keeps its output tensor and overwrites it on the next run of its
+// node instead of allocating a new one: a value read from a node is valid
+// until the machine runs again, so copy it to keep it.
 //
 // # Masks
 //

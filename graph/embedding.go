@@ -37,6 +37,7 @@ type embeddingOp struct {
 	v, d   int
 	idDims int
 	grad   bool
+	res    buf
 }
 
 func (op *embeddingOp) Arity() int { return 2 }
@@ -86,7 +87,7 @@ func (op *embeddingOp) Do(vs ...G.Value) (_ G.Value, err error) {
 	if op.grad {
 		fv, iv = vs[1], vs[0]
 	}
-	dt, err := checkDtypes(op.String(), fv)
+	dt, err := checkDtypes(op, fv)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +99,7 @@ func (op *embeddingOp) Do(vs ...G.Value) (_ G.Value, err error) {
 
 // embeddingDo: fv is the table (forward) or dy (grad); iv the ids.
 func embeddingDo[T float](op *embeddingOp, fv, iv G.Value) (G.Value, error) {
-	name := op.String()
+	var name any = op
 	f, err := floats[T](name, fv)
 	if err != nil {
 		return nil, err
@@ -117,7 +118,7 @@ func embeddingDo[T float](op *embeddingOp, fv, iv G.Value) (G.Value, error) {
 		if len(f) != v*d {
 			return nil, errors.Errorf("graph: %s: table has shape %v at run time", name, fv.Shape())
 		}
-		out, y := newDense[T](append(iv.Shape().Clone(), d))
+		out, y := bufFor[T](&op.res, append(iv.Shape().Clone(), d))
 		for i, id := range ids {
 			copy(y[i*d:(i+1)*d], f[id*d:(id+1)*d])
 		}
@@ -126,7 +127,7 @@ func embeddingDo[T float](op *embeddingOp, fv, iv G.Value) (G.Value, error) {
 	if len(f) != len(ids)*d {
 		return nil, errors.Errorf("graph: %s: dy %v does not match ids %v", name, fv.Shape(), iv.Shape())
 	}
-	out, dt := newDense[T](tensor.Shape{v, d})
+	out, dt := zeroed[T](&op.res, tensor.Shape{v, d})
 	for i, id := range ids {
 		row := dt[id*d : (id+1)*d]
 		for j, g := range f[i*d : (i+1)*d] {

@@ -47,6 +47,7 @@ type geluOp struct {
 	opBase
 	dims int
 	grad bool
+	res  buf
 }
 
 func (op *geluOp) Arity() int {
@@ -93,7 +94,7 @@ func (op *geluOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 
 func (op *geluOp) Do(vs ...G.Value) (_ G.Value, err error) {
 	defer recoverOp(op, &err)
-	dt, err := checkDtypes(op.String(), vs...)
+	dt, err := checkDtypes(op, vs...)
 	if err != nil {
 		return nil, err
 	}
@@ -104,16 +105,22 @@ func (op *geluOp) Do(vs ...G.Value) (_ G.Value, err error) {
 }
 
 func geluDo[T float](op *geluOp, vs []G.Value) (G.Value, error) {
-	name := op.String()
+	var name any = op
 	x, err := floats[T](name, vs[0])
 	if err != nil {
 		return nil, err
 	}
-	out, y := newDense[T](vs[0].Shape())
+	out, y := bufFor[T](&op.res, vs[0].Shape())
 	if !op.grad {
-		for i, v := range x {
-			y[i] = T(gelu(float64(v)))
-		}
+		parallelFor(len(x), 20, func(lo, hi int) {
+			if isF32[T]() {
+				k32.geluFwd(any(y[lo:hi]).([]float32), any(x[lo:hi]).([]float32))
+				return
+			}
+			for i, v := range x[lo:hi] {
+				y[lo+i] = T(gelu(float64(v)))
+			}
+		})
 		return out, nil
 	}
 	dy, err := floats[T](name, vs[1])
@@ -123,8 +130,27 @@ func geluDo[T float](op *geluOp, vs []G.Value) (G.Value, error) {
 	if len(dy) != len(x) {
 		return nil, errors.Errorf("graph: %s: x %v and dy %v differ in size", name, vs[0].Shape(), vs[1].Shape())
 	}
-	for i, v := range x {
-		y[i] = T(float64(dy[i]) * geluDeriv(float64(v)))
-	}
+	parallelFor(len(x), 25, func(lo, hi int) {
+		if isF32[T]() {
+			k32.geluBwd(any(y[lo:hi]).([]float32), any(x[lo:hi]).([]float32), any(dy[lo:hi]).([]float32))
+			return
+		}
+		for i, v := range x[lo:hi] {
+			y[lo+i] = T(float64(dy[lo+i]) * geluDeriv(float64(v)))
+		}
+	})
 	return out, nil
+}
+
+// gelu32 and geluDeriv32 are gelu and geluDeriv in float32 arithmetic with
+// tanh32.
+func gelu32[T float](x T) T {
+	xf := float32(x)
+	return T(0.5 * xf * (1 + tanh32(geluC*(xf+geluA*xf*xf*xf))))
+}
+
+func geluDeriv32[T float](x T) T {
+	xf := float32(x)
+	t := tanh32(geluC * (xf + geluA*xf*xf*xf))
+	return T(0.5*(1+t) + 0.5*xf*(1-t*t)*geluC*(1+3*geluA*xf*xf))
 }

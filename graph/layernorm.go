@@ -53,6 +53,7 @@ type layerNormOp struct {
 	eps  float64
 	dims int
 	d    int
+	res  buf
 }
 
 func (op *layerNormOp) Arity() int { return 3 }
@@ -75,11 +76,19 @@ func (op *layerNormOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	if err != nil {
 		return nil, err
 	}
-	dg, err := G.ApplyOp(&layerNormGradGammaOp{eps: op.eps, dims: op.dims, d: op.d}, x, grad)
+	// The dx op also accumulates dgamma and dbeta (one pass over x and dy);
+	// two small ops hand them out, after dx (their input) has run. They
+	// refer to the op of the node in the graph, which may be an earlier,
+	// equal node that Gorgonia merged this one into.
+	src, ok := dx.Op().(*layerNormGradXOp)
+	if !ok {
+		return nil, errors.Errorf("graph: LayerNorm: gradient node has op %v", dx.Op())
+	}
+	dg, err := G.ApplyOp(&layerNormParamGradOp{src: src, beta: false}, dx)
 	if err != nil {
 		return nil, err
 	}
-	db, err := broadcastReduce(grad, tensor.Shape{op.d})
+	db, err := G.ApplyOp(&layerNormParamGradOp{src: src, beta: true}, dx)
 	if err != nil {
 		return nil, err
 	}
@@ -115,15 +124,21 @@ func layerNormDo[T float](op *layerNormOp, vs []G.Value) (G.Value, error) {
 	if len(gm) != op.d || len(bt) != op.d || len(x)%op.d != 0 {
 		return nil, errors.Errorf("graph: LayerNorm: shapes x %v, gamma %v, beta %v at run time, want last dim %d", vs[0].Shape(), vs[1].Shape(), vs[2].Shape(), op.d)
 	}
-	out, y := newDense[T](vs[0].Shape())
+	out, y := bufFor[T](&op.res, vs[0].Shape())
 	d := op.d
-	for r := 0; r+d <= len(x); r += d {
-		mean, rstd := rowStats(x[r:r+d], op.eps)
-		for j := 0; j < d; j++ {
-			xh := (float64(x[r+j]) - mean) * rstd
-			y[r+j] = T(xh*float64(gm[j]) + float64(bt[j]))
+	parallelFor(len(x)/d, 4*d, func(lo, hi int) {
+		if isF32[T]() {
+			k32.layerNorm(any(y[lo*d:hi*d]).([]float32), any(x[lo*d:hi*d]).([]float32), any(gm).([]float32), any(bt).([]float32), float32(op.eps))
+			return
 		}
-	}
+		for r := lo * d; r < hi*d; r += d {
+			mean, rstd := rowStats(x[r:r+d], op.eps)
+			for j := 0; j < d; j++ {
+				xh := (float64(x[r+j]) - mean) * rstd
+				y[r+j] = T(xh*float64(gm[j]) + float64(bt[j]))
+			}
+		}
+	})
 	return out, nil
 }
 
@@ -151,6 +166,10 @@ type layerNormGradXOp struct {
 	eps  float64
 	dims int
 	d    int
+	res  buf
+	// dgamma and dbeta of the last run, handed out by
+	// layerNormParamGradOp.
+	dgamma, dbeta []float64
 }
 
 func (op *layerNormGradXOp) Arity() int { return 3 }
@@ -172,7 +191,7 @@ func (op *layerNormGradXOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) 
 
 func (op *layerNormGradXOp) Do(vs ...G.Value) (_ G.Value, err error) {
 	defer recoverOp(op, &err)
-	dt, err := checkDtypes(op.String(), vs...)
+	dt, err := checkDtypes(op, vs...)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +202,7 @@ func (op *layerNormGradXOp) Do(vs ...G.Value) (_ G.Value, err error) {
 }
 
 func layerNormGradXDo[T float](op *layerNormGradXOp, vs []G.Value) (G.Value, error) {
-	name := op.String()
+	var name any = op
 	x, err := floats[T](name, vs[0])
 	if err != nil {
 		return nil, err
@@ -199,89 +218,129 @@ func layerNormGradXDo[T float](op *layerNormGradXOp, vs []G.Value) (G.Value, err
 	if len(gm) != op.d || len(dy) != len(x) || len(x)%op.d != 0 {
 		return nil, errors.Errorf("graph: %s: shapes x %v, gamma %v, dy %v at run time", name, vs[0].Shape(), vs[1].Shape(), vs[2].Shape())
 	}
-	out, dx := newDense[T](vs[0].Shape())
+	out, dx := bufFor[T](&op.res, vs[0].Shape())
 	d := op.d
-	for r := 0; r+d <= len(x); r += d {
-		mean, rstd := rowStats(x[r:r+d], op.eps)
-		var mg, mgx float64
-		for j := 0; j < d; j++ {
-			g := float64(dy[r+j]) * float64(gm[j])
-			mg += g
-			mgx += g * (float64(x[r+j]) - mean) * rstd
+	rows := len(x) / d
+	p := Threads()
+	if p > rows {
+		p = rows
+	}
+	if p < 1 {
+		p = 1
+	}
+	// per-chunk partial sums of dgamma and dbeta
+	part := make([]float64, 2*d*p)
+	chunk := func(c, lo, hi int) {
+		pg, pb := part[2*d*c:2*d*c+d], part[2*d*c+d:2*d*(c+1)]
+		if isF32[T]() {
+			g32, b32 := make([]float32, d), make([]float32, d)
+			k32.layerNormGrad(any(dx[lo*d:hi*d]).([]float32), any(x[lo*d:hi*d]).([]float32), any(gm).([]float32),
+				any(dy[lo*d:hi*d]).([]float32), float32(op.eps), g32, b32)
+			for j := range g32 {
+				pg[j], pb[j] = float64(g32[j]), float64(b32[j])
+			}
+			return
 		}
-		mg /= float64(d)
-		mgx /= float64(d)
+		for r := lo * d; r < hi*d; r += d {
+			mean, rstd := rowStats(x[r:r+d], op.eps)
+			var mg, mgx float64
+			for j := 0; j < d; j++ {
+				g := float64(dy[r+j]) * float64(gm[j])
+				xh := (float64(x[r+j]) - mean) * rstd
+				mg += g
+				mgx += g * xh
+				pg[j] += float64(dy[r+j]) * xh
+				pb[j] += float64(dy[r+j])
+			}
+			mg /= float64(d)
+			mgx /= float64(d)
+			for j := 0; j < d; j++ {
+				g := float64(dy[r+j]) * float64(gm[j])
+				xh := (float64(x[r+j]) - mean) * rstd
+				dx[r+j] = T(rstd * (g - mg - xh*mgx))
+			}
+		}
+	}
+	if p == 1 || rows*d < 1<<14 {
+		chunk(0, 0, rows)
+		p = 1
+	} else {
+		done := make(chan struct{}, p)
+		for c := 0; c < p; c++ {
+			go func(c int) {
+				chunk(c, c*rows/p, (c+1)*rows/p)
+				done <- struct{}{}
+			}(c)
+		}
+		for c := 0; c < p; c++ {
+			<-done
+		}
+	}
+	if len(op.dgamma) != d {
+		op.dgamma, op.dbeta = make([]float64, d), make([]float64, d)
+	}
+	copy(op.dgamma, part[:d])
+	copy(op.dbeta, part[d:2*d])
+	for c := 1; c < p; c++ {
 		for j := 0; j < d; j++ {
-			g := float64(dy[r+j]) * float64(gm[j])
-			xh := (float64(x[r+j]) - mean) * rstd
-			dx[r+j] = T(rstd * (g - mg - xh*mgx))
+			op.dgamma[j] += part[2*d*c+j]
+			op.dbeta[j] += part[2*d*c+d+j]
 		}
 	}
 	return out, nil
 }
 
-// layerNormGradGammaOp: x [..., d], dy [..., d] -> dgamma [d] = sum over rows
-// of dy * xhat.
-type layerNormGradGammaOp struct {
+// layerNormParamGradOp: dx (only for ordering) -> dgamma or dbeta [d], as
+// accumulated by the run of src that produced dx.
+type layerNormParamGradOp struct {
 	opBase
-	eps  float64
-	dims int
-	d    int
+	src  *layerNormGradXOp
+	beta bool
+	res  buf
 }
 
-func (op *layerNormGradGammaOp) Arity() int { return 2 }
-func (op *layerNormGradGammaOp) Type() hm.Type {
-	return hm.NewFnType(floatT(op.dims), floatT(op.dims), floatT(1))
+func (op *layerNormParamGradOp) Arity() int { return 1 }
+func (op *layerNormParamGradOp) Type() hm.Type {
+	return hm.NewFnType(floatT(op.src.dims), floatT(1))
 }
-func (op *layerNormGradGammaOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
-	return tensor.Shape{op.d}, nil
+func (op *layerNormParamGradOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
+	return tensor.Shape{op.src.d}, nil
 }
-func (op *layerNormGradGammaOp) String() string {
-	return fmt.Sprintf("layerNormGradGamma{eps=%v, d=%d}", op.eps, op.d)
+func (op *layerNormParamGradOp) String() string {
+	which := "Gamma"
+	if op.beta {
+		which = "Beta"
+	}
+	// The source op's address ties the node to its dx node's op.
+	return fmt.Sprintf("layerNormGrad%s{eps=%v, d=%d, src=%p}", which, op.src.eps, op.src.d, op.src)
 }
-func (op *layerNormGradGammaOp) WriteHash(h hash.Hash) { writeHash(h, op) }
-func (op *layerNormGradGammaOp) Hashcode() uint32      { return hashOf(op) }
-func (op *layerNormGradGammaOp) DiffWRT(int) []bool    { return []bool{true, true} }
-func (op *layerNormGradGammaOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
+func (op *layerNormParamGradOp) WriteHash(h hash.Hash) { writeHash(h, op) }
+func (op *layerNormParamGradOp) Hashcode() uint32      { return hashOf(op) }
+func (op *layerNormParamGradOp) DiffWRT(int) []bool    { return []bool{false} }
+func (op *layerNormParamGradOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
 	return nil, noSecondDerivative(op)
 }
 
-func (op *layerNormGradGammaOp) Do(vs ...G.Value) (_ G.Value, err error) {
+func (op *layerNormParamGradOp) Do(vs ...G.Value) (_ G.Value, err error) {
 	defer recoverOp(op, &err)
-	dt, err := checkDtypes(op.String(), vs...)
-	if err != nil {
-		return nil, err
+	acc := op.src.dgamma
+	if op.beta {
+		acc = op.src.dbeta
 	}
-	if dt == tensor.Float32 {
-		return layerNormGradGammaDo[float32](op, vs)
+	if len(acc) != op.src.d {
+		return nil, errors.Errorf("graph: %v: the dx op has not run", op)
 	}
-	return layerNormGradGammaDo[float64](op, vs)
-}
-
-func layerNormGradGammaDo[T float](op *layerNormGradGammaOp, vs []G.Value) (G.Value, error) {
-	name := op.String()
-	x, err := floats[T](name, vs[0])
-	if err != nil {
-		return nil, err
-	}
-	dy, err := floats[T](name, vs[1])
-	if err != nil {
-		return nil, err
-	}
-	if len(dy) != len(x) || len(x)%op.d != 0 {
-		return nil, errors.Errorf("graph: %s: shapes x %v, dy %v at run time", name, vs[0].Shape(), vs[1].Shape())
-	}
-	d := op.d
-	acc := make([]float64, d)
-	for r := 0; r+d <= len(x); r += d {
-		mean, rstd := rowStats(x[r:r+d], op.eps)
-		for j := 0; j < d; j++ {
-			acc[j] += float64(dy[r+j]) * (float64(x[r+j]) - mean) * rstd
+	switch vs[0].Dtype() {
+	case tensor.Float32:
+		t, g := bufFor[float32](&op.res, tensor.Shape{op.src.d})
+		for j, v := range acc {
+			g[j] = float32(v)
 		}
+		return t, nil
+	case tensor.Float64:
+		t, g := bufFor[float64](&op.res, tensor.Shape{op.src.d})
+		copy(g, acc)
+		return t, nil
 	}
-	out, dg := newDense[T](tensor.Shape{d})
-	for j := range acc {
-		dg[j] = T(acc[j])
-	}
-	return out, nil
+	return nil, errors.Errorf("graph: %v: unsupported dtype %v", op, vs[0].Dtype())
 }

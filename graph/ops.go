@@ -100,7 +100,7 @@ func recoverOp(op fmt.Stringer, err *error) {
 
 // dense returns v as a contiguous *tensor.Dense (materialising views), or an
 // error naming op if v is not a dense tensor.
-func dense(op string, v G.Value) (*tensor.Dense, error) {
+func dense(op any, v G.Value) (*tensor.Dense, error) {
 	d, ok := v.(*tensor.Dense)
 	if !ok {
 		return nil, errors.Errorf("graph: %s: expected a *tensor.Dense input, got %T", op, v)
@@ -117,7 +117,7 @@ func dense(op string, v G.Value) (*tensor.Dense, error) {
 
 // floats returns the elements of a float tensor or scalar value v, of element
 // type T, in row-major order. The slice aliases v's data for tensors.
-func floats[T float](op string, v G.Value) ([]T, error) {
+func floats[T float](op any, v G.Value) ([]T, error) {
 	switch x := v.Data().(type) {
 	case T:
 		return []T{x}, nil
@@ -139,7 +139,7 @@ func floats[T float](op string, v G.Value) ([]T, error) {
 }
 
 // ints returns the elements of a tensor.Int value.
-func ints(op string, v G.Value) ([]int, error) {
+func ints(op any, v G.Value) ([]int, error) {
 	switch x := v.Data().(type) {
 	case int:
 		return []int{x}, nil
@@ -182,7 +182,7 @@ func scalarValue[T float](x float64) G.Value {
 }
 
 // checkSize returns an error naming op if v's shape differs from want.
-func checkShape(op, what string, v G.Value, want tensor.Shape) error {
+func checkShape(op any, what string, v G.Value, want tensor.Shape) error {
 	got := v.Shape()
 	if got.TotalSize() != want.TotalSize() || (len(want) > 0 && !got.Eq(want)) {
 		return errors.Errorf("graph: %s: %s has shape %v at run time, want %v", op, what, got, want)
@@ -191,7 +191,7 @@ func checkShape(op, what string, v G.Value, want tensor.Shape) error {
 }
 
 // checkDtypes returns the common dtype of vs, or an error naming op.
-func checkDtypes(op string, vs ...G.Value) (tensor.Dtype, error) {
+func checkDtypes(op any, vs ...G.Value) (tensor.Dtype, error) {
 	dt := vs[0].Dtype()
 	if !isFloat(dt) {
 		return dt, errors.Errorf("graph: %s: unsupported dtype %v", op, dt)

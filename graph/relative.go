@@ -98,6 +98,7 @@ type relOp struct {
 	tq, tk, r int
 	dims      int    // rank of input and output
 	idxHash   uint64 // FNV-1a of idx
+	res       buf
 }
 
 func newRelOp(name string, scatter bool, idx []int, tq, tk, r, dims int) (*relOp, error) {
@@ -191,7 +192,7 @@ func (op *relOp) Do(vs ...G.Value) (G.Value, error) {
 	if len(vs) != 1 {
 		return nil, errors.Errorf("graph: %v: expected 1 input, got %d", op, len(vs))
 	}
-	dt, err := checkDtypes(op.String(), vs...)
+	dt, err := checkDtypes(op, vs...)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +203,7 @@ func (op *relOp) Do(vs ...G.Value) (G.Value, error) {
 }
 
 func relDo[T float](op *relOp, v G.Value) (G.Value, error) {
-	name := op.String()
+	var name any = op
 	s := v.Shape()
 	if len(s) != op.dims || s[len(s)-2] != op.tq || s[len(s)-1] != op.inCols() {
 		return nil, errors.Errorf("graph: %s: input has shape %v at run time", name, s)
@@ -213,7 +214,13 @@ func relDo[T float](op *relOp, v G.Value) (G.Value, error) {
 	}
 	os := s.Clone()
 	os[len(os)-1] = op.outCols()
-	out, y := newDense[T](os)
+	var out *tensor.Dense
+	var y []T
+	if op.scatter {
+		out, y = zeroed[T](&op.res, os)
+	} else {
+		out, y = bufFor[T](&op.res, os)
+	}
 	tq, tk, r := op.tq, op.tk, op.r
 	mats := len(x) / (tq * op.inCols())
 	for b := 0; b < mats; b++ {

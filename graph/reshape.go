@@ -17,7 +17,7 @@ import (
 // its reshaped view overwritten before the backward pass reads it: the
 // gradients of everything computed from the view come out silently wrong
 // (measured: two residual attention layers, wrong d(wk) of the second). The
-// ops here always write to fresh memory.
+// ops here always write to memory of their own (never their input's).
 
 // Reshape returns x with a new shape of the same size, as a copy (never a
 // view). The gradient is dy reshaped back.
@@ -29,7 +29,7 @@ func Reshape(x *G.Node, shape ...int) (*G.Node, error) {
 	if to.TotalSize() != x.Shape().TotalSize() || len(to) == 0 {
 		return nil, errors.Errorf("graph: Reshape: cannot reshape %v to %v", x.Shape(), to)
 	}
-	if x.Shape().Eq(to) {
+	if sameDims(x.Shape(), to) {
 		return x, nil
 	}
 	return G.ApplyOp(&reshapeOp{from: x.Shape().Clone(), to: to}, x)
@@ -38,6 +38,7 @@ func Reshape(x *G.Node, shape ...int) (*G.Node, error) {
 type reshapeOp struct {
 	opBase
 	from, to tensor.Shape
+	res      buf
 }
 
 func (op *reshapeOp) Arity() int { return 1 }
@@ -54,26 +55,28 @@ func (op *reshapeOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	return G.Nodes{dx}, err
 }
 func (op *reshapeOp) Do(vs ...G.Value) (G.Value, error) {
-	d, err := dense(op.String(), vs[0])
+	d, err := dense(op, vs[0])
 	if err != nil {
 		return nil, err
 	}
 	if d.Shape().TotalSize() != op.to.TotalSize() {
 		return nil, errors.Errorf("graph: %s: input has shape %v at run time", op, d.Shape())
 	}
-	out := tensor.New(tensor.WithShape(op.to.Clone()...), tensor.Of(d.Dtype()))
 	switch src := d.Data().(type) {
 	case []float32:
-		copy(out.Data().([]float32), src)
+		out, dst := bufFor[float32](&op.res, op.to)
+		copy(dst, src)
+		return out, nil
 	case []float64:
-		copy(out.Data().([]float64), src)
+		out, dst := bufFor[float64](&op.res, op.to)
+		copy(dst, src)
+		return out, nil
 	default:
 		return nil, errors.Errorf("graph: %s: unsupported dtype %v", op, d.Dtype())
 	}
-	return out, nil
 }
 
-// Scale returns c*x for a host constant c, into fresh memory (see Reshape for
+// Scale returns c*x for a host constant c, into memory of its own (see Reshape for
 // why not Gorgonia's Mul by a scalar). The gradient is c*dy.
 func Scale(x *G.Node, c float64) (*G.Node, error) {
 	if err := checkFloatNode("Scale", "x", x); err != nil {
@@ -89,6 +92,7 @@ type scaleOp struct {
 	opBase
 	dims int
 	c    float64
+	res  buf
 }
 
 func (op *scaleOp) Arity() int    { return 1 }
@@ -105,28 +109,43 @@ func (op *scaleOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	return G.Nodes{dx}, err
 }
 func (op *scaleOp) Do(vs ...G.Value) (G.Value, error) {
-	d, err := dense(op.String(), vs[0])
+	d, err := dense(op, vs[0])
 	if err != nil {
 		return nil, err
 	}
-	out := tensor.New(tensor.WithShape(d.Shape().Clone()...), tensor.Of(d.Dtype()))
 	switch src := d.Data().(type) {
 	case []float32:
-		dst, c := out.Data().([]float32), float32(op.c)
-		for i, v := range src {
+		out, dst := bufFor[float32](&op.res, d.Shape())
+		c := float32(op.c)
+		for i, v := range src[:len(dst)] {
 			dst[i] = c * v
 		}
+		return out, nil
 	case []float64:
-		dst := out.Data().([]float64)
-		for i, v := range src {
+		out, dst := bufFor[float64](&op.res, d.Shape())
+		for i, v := range src[:len(dst)] {
 			dst[i] = op.c * v
 		}
+		return out, nil
 	default:
 		return nil, errors.Errorf("graph: %s: unsupported dtype %v", op, d.Dtype())
 	}
-	return out, nil
 }
 
 // Add returns a + b for a and b of equal shape (or b broadcastable onto a),
-// into fresh memory; use it instead of Gorgonia's Add (see Reshape).
+// into memory of its own; use it instead of Gorgonia's Add (see Reshape).
 func Add(a, b *G.Node) (*G.Node, error) { return BroadcastAdd(a, b) }
+
+// sameDims reports whether a and b have the same rank and dimensions
+// (tensor.Shape.Eq treats a vector [n] and a column [n, 1] as equal).
+func sameDims(a, b tensor.Shape) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -140,6 +140,8 @@ type rotaryOp struct {
 	pairing   RotaryPairing
 	transpose bool
 	dims      int
+	res       buf
+	cos, sin  any // []float32 or []float64 tables, see rotaryTables
 }
 
 func (op *rotaryOp) Arity() int { return 1 }
@@ -191,7 +193,7 @@ func (op *rotaryOp) Do(vs ...G.Value) (G.Value, error) {
 	if len(vs) != 1 {
 		return nil, errors.Errorf("graph: %v: expected 1 input, got %d", op, len(vs))
 	}
-	dt, err := checkDtypes(op.String(), vs...)
+	dt, err := checkDtypes(op, vs...)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +204,7 @@ func (op *rotaryOp) Do(vs ...G.Value) (G.Value, error) {
 }
 
 func rotaryDo[T float](op *rotaryOp, v G.Value) (G.Value, error) {
-	name := op.String()
+	var name any = op
 	s := v.Shape()
 	if err := op.checkShape(s); err != nil {
 		return nil, err
@@ -211,25 +213,52 @@ func rotaryDo[T float](op *rotaryOp, v G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, y := newDense[T](s)
-	copy(y, x)
+	out, y := bufFor[T](&op.res, s)
 	tt, half, d := op.tab.T, op.tab.Half, s[len(s)-1]
+	cs, sn := rotaryTables[T](op)
+	rows := len(x) / d
+	parallelFor(rows, 2*d, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			t := r % tt
+			xr, yr := x[r*d:(r+1)*d], y[r*d:(r+1)*d]
+			copy(yr[2*half:], xr[2*half:]) // dims beyond the rotary ones
+			c, si := cs[t*half:(t+1)*half], sn[t*half:(t+1)*half]
+			if op.pairing == RotaryInterleaved {
+				for p := range c {
+					xa, xb := xr[2*p], xr[2*p+1]
+					yr[2*p] = xa*c[p] - xb*si[p]
+					yr[2*p+1] = xb*c[p] + xa*si[p]
+				}
+				continue
+			}
+			xa, xb := xr[:half], xr[half:2*half]
+			ya, yb := yr[:half], yr[half:2*half]
+			for p := range c {
+				ya[p] = xa[p]*c[p] - xb[p]*si[p]
+				yb[p] = xb[p]*c[p] + xa[p]*si[p]
+			}
+		}
+	})
+	return out, nil
+}
+
+// rotaryTables returns the op's cos and sin tables in T (sin negated for
+// the transposed rotation), converted once and kept in the op.
+func rotaryTables[T float](op *rotaryOp) (cs, sn []T) {
+	if c, ok := op.cos.([]T); ok {
+		return c, op.sin.([]T)
+	}
 	sign := 1.0
 	if op.transpose {
 		sign = -1
 	}
-	rows := len(x) / d
-	for r := 0; r < rows; r++ {
-		t := r % tt
-		xr, yr := x[r*d:(r+1)*d], y[r*d:(r+1)*d]
-		cs, sn := op.tab.Cos[t*half:(t+1)*half], op.tab.Sin[t*half:(t+1)*half]
-		for p := 0; p < half; p++ {
-			a, b := op.pairing.Pair(p, 2*half)
-			c, si := T(cs[p]), T(sign*sn[p])
-			xa, xb := xr[a], xr[b]
-			yr[a] = xa*c - xb*si
-			yr[b] = xb*c + xa*si
-		}
+	cs, sn = make([]T, len(op.tab.Cos)), make([]T, len(op.tab.Sin))
+	for i, v := range op.tab.Cos {
+		cs[i] = T(v)
 	}
-	return out, nil
+	for i, v := range op.tab.Sin {
+		sn[i] = T(sign * v)
+	}
+	op.cos, op.sin = cs, sn
+	return cs, sn
 }

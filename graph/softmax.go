@@ -3,7 +3,6 @@ package graph
 import (
 	"fmt"
 	"hash"
-	"math"
 
 	"github.com/chewxy/hm"
 	"github.com/pkg/errors"
@@ -49,6 +48,7 @@ func MaskedSoftmax(x, mask *G.Node) (*G.Node, error) {
 		return nil, errors.Errorf("graph: MaskedSoftmax: mask dtype %v differs from x dtype %v", mask.Dtype(), x.Dtype())
 	}
 	op.mask = ms.Clone()
+	op.bc = newBcast(op.mask, op.shape)
 	return G.ApplyOp(op, x, mask)
 }
 
@@ -57,6 +57,8 @@ type maskedSoftmaxOp struct {
 	opBase
 	shape tensor.Shape // x's
 	mask  tensor.Shape // nil if no mask
+	bc    bcast        // mask onto x, computed on first run
+	res   buf
 }
 
 func (op *maskedSoftmaxOp) Arity() int {
@@ -128,43 +130,35 @@ func maskedSoftmaxDo[T float](op *maskedSoftmaxOp, vs []G.Value) (G.Value, error
 		if mask, err = floats[T](name, vs[1]); err != nil {
 			return nil, err
 		}
-		bc = newBcast(op.mask, op.shape)
+		if op.bc.rowOff == nil {
+			op.bc = newBcast(op.mask, op.shape)
+		}
+		bc = op.bc
 	}
-	out, y := newDense[T](op.shape)
+	out, y := bufFor[T](&op.res, op.shape)
 	n := op.shape[len(op.shape)-1]
-	rows := len(x) / n
-	e := make([]float64, n)
-	for r := 0; r < rows; r++ {
-		xr := x[r*n : (r+1)*n]
-		yr := y[r*n : (r+1)*n]
-		allowed := func(j int) bool { return true }
-		if mask != nil {
-			off, step := bc.rowOff[r], bc.step
-			allowed = func(j int) bool { return mask[off+j*step] != 0 }
+	copy(y, x)
+	parallelFor(len(x)/n, 4*n, func(lo, hi int) {
+		var rowMax []T
+		if isF32[T]() {
+			rowMax = make([]T, hi-lo)
 		}
-		m := math.Inf(-1)
-		some := false
-		for j, v := range xr {
-			if allowed(j) {
-				some = true
-				m = math.Max(m, float64(v))
+		for r := lo; r < hi; r++ {
+			var mk []T
+			var off, step int
+			if mask != nil {
+				mk, off, step = mask, bc.rowOff[r], bc.step
+			}
+			if rowMax != nil {
+				rowMax[r-lo] = maskRow(y[r*n:(r+1)*n], mk, off, step)
+			} else {
+				softmaxRow(y[r*n:(r+1)*n], mk, off, step)
 			}
 		}
-		if !some {
-			continue // row stays all zeros
+		if rowMax != nil {
+			k32.softmaxRows(any(y[lo*n:hi*n]).([]float32), n, any(rowMax).([]float32))
 		}
-		var s float64
-		for j, v := range xr {
-			e[j] = 0
-			if allowed(j) {
-				e[j] = math.Exp(float64(v) - m)
-				s += e[j]
-			}
-		}
-		for j := range yr {
-			yr[j] = T(e[j] / s)
-		}
-	}
+	})
 	return out, nil
 }
 
@@ -174,6 +168,7 @@ func maskedSoftmaxDo[T float](op *maskedSoftmaxOp, vs []G.Value) (G.Value, error
 type softmaxGradOp struct {
 	opBase
 	shape tensor.Shape
+	res   buf
 }
 
 func (op *softmaxGradOp) Arity() int { return 2 }
@@ -194,7 +189,7 @@ func (op *softmaxGradOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
 
 func (op *softmaxGradOp) Do(vs ...G.Value) (_ G.Value, err error) {
 	defer recoverOp(op, &err)
-	dt, err := checkDtypes(op.String(), vs...)
+	dt, err := checkDtypes(op, vs...)
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +200,7 @@ func (op *softmaxGradOp) Do(vs ...G.Value) (_ G.Value, err error) {
 }
 
 func softmaxGradDo[T float](op *softmaxGradOp, vs []G.Value) (G.Value, error) {
-	name := op.String()
+	var name any = op
 	for i, what := range []string{"y", "dy"} {
 		if err := checkShape(name, what, vs[i], op.shape); err != nil {
 			return nil, err
@@ -219,20 +214,40 @@ func softmaxGradDo[T float](op *softmaxGradOp, vs []G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, dx := newDense[T](op.shape)
+	out, dx := bufFor[T](&op.res, op.shape)
 	n := op.shape[len(op.shape)-1]
-	for r := 0; r+n <= len(y); r += n {
-		var s float64
-		for j := r; j < r+n; j++ {
-			if y[j] != 0 {
-				s += float64(y[j]) * float64(dy[j])
+	parallelFor(len(y)/n, 2*n, func(lo, hi int) {
+		if isF32[T]() {
+			k32.softmaxGrad(any(dx[lo*n:hi*n]).([]float32), any(y[lo*n:hi*n]).([]float32), any(dy[lo*n:hi*n]).([]float32), n)
+			return
+		}
+		for r := lo * n; r < hi*n; r += n {
+			yr, dyr, dxr := y[r:r+n], dy[r:r+n], dx[r:r+n]
+			var s float64
+			for j, p := range yr {
+				if p != 0 {
+					s += float64(p) * float64(dyr[j])
+				}
+			}
+			if isF32[T]() {
+				st := T(s)
+				for j, p := range yr {
+					if p != 0 {
+						dxr[j] = p * (dyr[j] - st)
+					} else {
+						dxr[j] = 0
+					}
+				}
+				continue
+			}
+			for j, p := range yr {
+				if p != 0 {
+					dxr[j] = T(float64(p) * (float64(dyr[j]) - s))
+				} else {
+					dxr[j] = 0
+				}
 			}
 		}
-		for j := r; j < r+n; j++ {
-			if y[j] != 0 {
-				dx[j] = T(float64(y[j]) * (float64(dy[j]) - s))
-			}
-		}
-	}
+	})
 	return out, nil
 }

@@ -102,56 +102,50 @@ func (a *Attention) Fwd(xq, xkv *G.Node, span posenc.Span, mask *G.Node) (*G.Nod
 	site := &posenc.Site{G: a.g, Params: a.p, Layer: a.Cfg.Layer, Prefix: name, B: b, H: h, DHead: dh, DModel: d,
 		Span: span, Causal: a.Cfg.Causal, Project: a.project}
 
-	q, err := a.heads(a.Q, xq, b, tq) // [B, H, Tq, dh]
+	// Projections with the heads merged, [B, T, d]: head h is columns
+	// h*dh:(h+1)*dh. The fused attention ops address the heads in place;
+	// heads are split ([B, H, T, dh]) only for encodings whose hooks need it.
+	q, err := a.Q.Fwd(xq) // [B, Tq, d]
 	if err != nil {
 		return nil, err
 	}
-	k, err := a.heads(a.K, xkv, b, tk) // [B, H, Tk, dh]
+	k, err := a.K.Fwd(xkv) // [B, Tk, d]
 	if err != nil {
 		return nil, err
 	}
-	v, err := a.heads(a.V, xkv, b, tk) // [B, H, Tk, dh]
+	v, err := a.V.Fwd(xkv) // [B, Tk, d]
 	if err != nil {
 		return nil, err
 	}
-	if t, ok := a.Cfg.Pos.(posenc.QKTransformer); ok {
-		if q, k, err = t.TransformQK(site, q, k); err != nil {
+	qkT, needQK := a.Cfg.Pos.(posenc.QKTransformer)
+	termer, hasTerms := a.Cfg.Pos.(posenc.ScoreTermer)
+	if needQK || hasTerms {
+		if q, err = graph.SplitHeads(q, h); err != nil { // [B, H, Tq, dh]
+			return nil, err
+		}
+		if k, err = graph.SplitHeads(k, h); err != nil { // [B, H, Tk, dh]
+			return nil, err
+		}
+	}
+	if needQK {
+		if q, k, err = qkT.TransformQK(site, q, k); err != nil {
 			return nil, err
 		}
 	}
 
-	// scores = (q kᵀ + terms) * scale
-	scores, err := G.BatchedMatMul(flat3(q, b*h, tq, dh), flat3(k, b*h, tk, dh), false, true) // [B*H, Tq, Tk]
-	if err != nil {
-		return nil, errors.Wrapf(err, "attention %s: q.kᵀ", name)
-	}
-	if scores, err = graph.Reshape(scores, b, h, tq, tk); err != nil { // [B, H, Tq, Tk]
-		return nil, err
-	}
-	if t, ok := a.Cfg.Pos.(posenc.ScoreTermer); ok {
-		terms, err := t.ScoreTerms(site, q, k) // [B, H, Tq, Tk]
-		if err != nil {
+	// probs = softmax((q kᵀ + terms) * scale + bias | mask), one fused op
+	opts := graph.AttentionOpts{Heads: h, Scale: 1 / math.Sqrt(float64(dh))}
+	if hasTerms {
+		if opts.Terms, err = termer.ScoreTerms(site, q, k); err != nil { // [B, H, Tq, Tk]
 			return nil, err
 		}
-		if scores, err = graph.Add(scores, terms); err != nil {
-			return nil, errors.Wrapf(err, "attention %s: score terms %v", name, terms.Shape())
-		}
 	}
-	scale := 1 / math.Sqrt(float64(dh))
 	if s, ok := a.Cfg.Pos.(posenc.Scaler); ok {
-		scale = s.Scale(dh)
+		opts.Scale = s.Scale(dh)
 	}
-	if scores, err = graph.Scale(scores, scale); err != nil {
-		return nil, err
-	}
-	// + bias, before the mask
 	if bi, ok := a.Cfg.Pos.(posenc.ScoreBiaser); ok {
-		bias, err := bi.ScoreBias(site) // [H|1, Tq, Tk]
-		if err != nil {
+		if opts.Bias, err = bi.ScoreBias(site); err != nil { // [H|1, Tq, Tk]
 			return nil, err
-		}
-		if scores, err = graph.BroadcastAdd(scores, bias); err != nil {
-			return nil, errors.Wrapf(err, "attention %s: score bias", name)
 		}
 	}
 	if a.Cfg.Causal {
@@ -159,19 +153,17 @@ func (a *Attention) Fwd(xq, xkv *G.Node, span posenc.Span, mask *G.Node) (*G.Nod
 			return nil, err
 		}
 	}
-	probs, err := graph.MaskedSoftmax(scores, mask) // [B, H, Tq, Tk]
+	opts.Mask = mask
+	probs, err := graph.AttentionProbs(q, k, opts) // [B, H, Tq, Tk]
 	if err != nil {
 		return nil, errors.Wrapf(err, "attention %s", name)
 	}
 
-	out, err := G.BatchedMatMul(flat3(probs, b*h, tq, tk), flat3(v, b*h, tk, dh)) // [B*H, Tq, dh]
-	if err != nil {
-		return nil, errors.Wrapf(err, "attention %s: probs.v", name)
-	}
-	if out, err = graph.Reshape(out, b, h, tq, dh); err != nil { // [B, H, Tq, dh]
-		return nil, err
-	}
+	var out *G.Node
 	if t, ok := a.Cfg.Pos.(posenc.ValueTermer); ok {
+		if out, err = graph.AttentionOutput(probs, v, false); err != nil { // [B, H, Tq, dh]
+			return nil, errors.Wrapf(err, "attention %s: probs.v", name)
+		}
 		terms, err := t.ValueTerms(site, probs) // [B, H, Tq, dh]
 		if err != nil {
 			return nil, err
@@ -179,33 +171,13 @@ func (a *Attention) Fwd(xq, xkv *G.Node, span posenc.Span, mask *G.Node) (*G.Nod
 		if out, err = graph.Add(out, terms); err != nil {
 			return nil, errors.Wrapf(err, "attention %s: value terms %v", name, terms.Shape())
 		}
+		if out, err = graph.MergeHeads(out); err != nil { // [B, Tq, d]
+			return nil, err
+		}
+	} else if out, err = graph.AttentionOutput(probs, v, true); err != nil { // [B, Tq, d]
+		return nil, errors.Wrapf(err, "attention %s: probs.v", name)
 	}
-	if out, err = G.Transpose(out, 0, 2, 1, 3); err != nil { // [B, Tq, H, dh]
-		return nil, err
-	}
-	if out, err = graph.Reshape(out, b*tq, d); err != nil { // [B*Tq, d]
-		return nil, err
-	}
-	if out, err = a.O.Fwd(out); err != nil {
-		return nil, err
-	}
-	return graph.Reshape(out, b, tq, d) // [B, Tq, d]
-}
-
-// heads projects x [B, T, d] with l and splits heads: [B, H, T, dh]; head h
-// takes columns h*dh:(h+1)*dh.
-func (a *Attention) heads(l *Linear, x *G.Node, b, t int) (*G.Node, error) {
-	y, err := graph.Reshape(x, b*t, a.Cfg.D)
-	if err != nil {
-		return nil, err
-	}
-	if y, err = l.Fwd(y); err != nil { // [B*T, d]
-		return nil, err
-	}
-	if y, err = graph.Reshape(y, b, t, a.Cfg.Heads, a.DHead); err != nil {
-		return nil, err
-	}
-	return G.Transpose(y, 0, 2, 1, 3) // [B, H, T, dh]
+	return a.O.Fwd(out) // [B, Tq, d]
 }
 
 // project applies the layer's q or k projection to x [N, d].
@@ -217,11 +189,6 @@ func (a *Attention) project(x *G.Node, which string) (*G.Node, error) {
 		return a.K.Fwd(x)
 	}
 	return nil, errors.Errorf("attention %s: no projection %q (want q or k)", a.Cfg.Name, which)
-}
-
-// flat3 reshapes a 4-D node to [n, t, c]; shapes are known to agree.
-func flat3(x *G.Node, n, t, c int) *G.Node {
-	return G.Must(graph.Reshape(x, n, t, c))
 }
 
 // withCausal combines the caller's mask (nil or [B'|1, 1, Tq|1, Tk]) with the

@@ -88,30 +88,19 @@ func NewBlock(g *G.ExprGraph, p *graph.Params, cfg Config, layer int, pos posenc
 // the keys accordingly (KStart = QStart - M, TK = M + T). mask is as in
 // Attention.Fwd.
 func (b *Block) Fwd(x, mem *G.Node, span posenc.Span, mask *G.Node) (*G.Node, error) {
-	sh := x.Shape()
-	bs, t, d := sh[0], sh[1], sh[2]
-	flat, err := graph.Reshape(x, bs*t, d) // [B*T, d]
+	d := x.Shape()[2]
+	h, err := b.LN1.Fwd(x) // [B, T, d]
 	if err != nil {
-		return nil, err
-	}
-	h, err := b.LN1.Fwd(flat)
-	if err != nil {
-		return nil, err
-	}
-	if h, err = graph.Reshape(h, bs, t, d); err != nil { // [B, T, d]
 		return nil, err
 	}
 	kv := h
 	if mem != nil {
 		ms := mem.Shape()
-		m, err := graph.Reshape(mem, ms[0]*ms[1], d)
+		if ms.Dims() != 3 || ms[2] != d {
+			return nil, errors.Errorf("%s: memory shape %v, want [B, M, %d]", b.Name, ms, d)
+		}
+		m, err := b.LN1.Fwd(mem) // [B, M, d]
 		if err != nil {
-			return nil, errors.Wrapf(err, "%s: memory shape %v", b.Name, ms)
-		}
-		if m, err = b.LN1.Fwd(m); err != nil {
-			return nil, err
-		}
-		if m, err = graph.Reshape(m, ms[0], ms[1], d); err != nil {
 			return nil, err
 		}
 		if kv, err = G.Concat(1, m, h); err != nil { // [B, M+T, d]
@@ -125,19 +114,13 @@ func (b *Block) Fwd(x, mem *G.Node, span posenc.Span, mask *G.Node) (*G.Node, er
 	if x, err = graph.Add(x, a); err != nil {
 		return nil, err
 	}
-	if flat, err = graph.Reshape(x, bs*t, d); err != nil {
+	if h, err = b.LN2.Fwd(x); err != nil {
 		return nil, err
 	}
-	if h, err = b.LN2.Fwd(flat); err != nil {
+	if h, err = b.FFN.Fwd(h); err != nil { // [B, T, d]
 		return nil, err
 	}
-	if h, err = b.FFN.Fwd(h); err != nil { // [B*T, d]
-		return nil, err
-	}
-	if flat, err = graph.Add(flat, h); err != nil {
-		return nil, err
-	}
-	return graph.Reshape(flat, bs, t, d)
+	return graph.Add(x, h)
 }
 
 // Learnables returns the block's parameters.

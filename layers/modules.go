@@ -55,19 +55,15 @@ func NewLinear(g *G.ExprGraph, p *graph.Params, cfg LinearConfig) (*Linear, erro
 	return l, nil
 }
 
-// Fwd maps x [N, In] to [N, Out].
+// Fwd maps x [N, In] to [N, Out], or more generally x [..., In] to
+// [..., Out], as one fused op (graph.Linear: the product with the bias
+// folded in, no reshapes).
 func (l *Linear) Fwd(x *G.Node) (*G.Node, error) {
-	if x.Shape().Dims() != 2 || x.Shape()[1] != l.In {
-		return nil, errors.Errorf("linear %s: input shape %v, want [N, %d]", l.Name, x.Shape(), l.In)
+	if s := x.Shape(); s.Dims() < 2 || s[s.Dims()-1] != l.In {
+		return nil, errors.Errorf("linear %s: input shape %v, want [N, %d] or [..., %d]", l.Name, s, l.In, l.In)
 	}
-	y, err := G.Mul(x, l.W) // [N, Out]
-	if err != nil {
-		return nil, errors.Wrapf(err, "linear %s", l.Name)
-	}
-	if l.B == nil {
-		return y, nil
-	}
-	return graph.BroadcastAdd(y, l.B)
+	y, err := graph.Linear(x, l.W, l.B)
+	return y, errors.Wrapf(err, "linear %s", l.Name)
 }
 
 // Learnables returns W and, if present, B.
@@ -158,7 +154,7 @@ func NewFeedForward(g *G.ExprGraph, p *graph.Params, name string, d, ff int, std
 	return &FeedForward{Name: name, Up: up, Down: down}, nil
 }
 
-// Fwd maps x [N, d] to [N, d].
+// Fwd maps x [N, d] (or [..., d]) to [N, d] (or [..., d]).
 func (f *FeedForward) Fwd(x *G.Node) (*G.Node, error) {
 	h, err := f.Up.Fwd(x) // [N, ff]
 	if err != nil {

@@ -213,7 +213,7 @@ func (e *DeBERTa) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 	if p2c, err = graph.GatherRel(p2c, ix.p2cT, s.TK, s.TQ); err != nil { // [B, H, TK, TQ]
 		return nil, errors.Wrap(err, "posenc deberta: p2c")
 	}
-	if p2c, err = G.Transpose(p2c, 0, 1, 3, 2); err != nil { // [B, H, TQ, TK]
+	if p2c, err = graph.TransposeLast2(p2c); err != nil { // [B, H, TQ, TK]
 		return nil, errors.Wrap(err, "posenc deberta: p2c")
 	}
 	out, err := graph.Add(c2p, p2c)

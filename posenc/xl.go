@@ -221,19 +221,5 @@ func xlHeadTable(t *G.Node, n, h, dh int) (*G.Node, error) {
 // x [B, H, T, dh] and tab [H, R, dh]: [B, H, T, R], one batched matmul over
 // heads.
 func xlRelScores(x, tab *G.Node, b, h, t, dh, r int) (*G.Node, error) {
-	x, err := G.Transpose(x, 1, 0, 2, 3) // [H, B, T, dh]
-	if err != nil {
-		return nil, err
-	}
-	if x, err = graph.Reshape(x, h, b*t, dh); err != nil {
-		return nil, err
-	}
-	m, err := G.BatchedMatMul(x, tab, false, true) // [H, B*T, R]
-	if err != nil {
-		return nil, err
-	}
-	if m, err = graph.Reshape(m, h, b, t, r); err != nil {
-		return nil, err
-	}
-	return G.Transpose(m, 1, 0, 2, 3) // [B, H, T, R]
+	return graph.RelScores(x, tab) // [B, H, T, R], no transposes
 }

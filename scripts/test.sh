@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # test.sh runs every test of the project, as CI does:
 #   1. go vet and gofmt;
-#   2. go test ./... (the default build);
+#   2. go test ./... (the default build), and again with -tags openblas when
+#      OpenBLAS is installed (Debian: libopenblas-dev; CI installs it) and
+#      with -tags purego (no C at all);
 #   3. the notebooks: installs what they need (scripts/setup-notebooks.sh:
 #      Debian's Jupyter, GoNB and goimports at pinned versions; idempotent,
 #      needs root for apt) and executes every notebook headless
@@ -19,6 +21,14 @@ if [ -n "$unformatted" ]; then
 fi
 echo "== go test"
 go test -count=1 -timeout 45m ./...
+echo "== go test -tags purego (no C)"
+go test -count=1 -timeout 20m -tags purego ./graph ./layers ./posenc
+if [ -e /usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h ] || ldconfig -p 2>/dev/null | grep -q 'libopenblas\.so '; then
+	echo "== go test -tags openblas"
+	go test -count=1 -timeout 20m -tags openblas ./graph ./layers ./posenc ./experiments/trainer ./bench
+else
+	echo "== go test -tags openblas skipped: libopenblas-dev is not installed"
+fi
 
 if [ "${SKIP_NOTEBOOKS:-0}" = 1 ]; then
 	echo "== notebooks skipped (SKIP_NOTEBOOKS=1)"

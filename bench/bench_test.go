@@ -1,0 +1,73 @@
+package main
+
+import (
+	"math"
+	"testing"
+)
+
+// BenchmarkTrainStep times one training step (forward, backward, clipping,
+// AdamW) of the reference configuration for every encoding:
+//
+//	go test ./bench -run XXX -bench TrainStep -benchtime 10x
+//	go test ./bench -run XXX -bench TrainStep/rope -cpuprofile cpu.prof
+func BenchmarkTrainStep(b *testing.B) {
+	sh := ReferenceShape()
+	for _, pos := range Encodings {
+		b.Run(pos, func(b *testing.B) {
+			r, err := newGoRunner(sh, pos)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer r.close()
+			if _, _, err := r.time(1, 0); err != nil { // warm-up: buffers, tables
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			if _, _, err := r.time(0, b.N); err != nil {
+				b.Fatal(err)
+			}
+			s := b.Elapsed().Seconds() / float64(b.N)
+			b.ReportMetric(1000*s, "ms/step")
+			b.ReportMetric(float64(sh.Tokens())/s, "tokens/s")
+			b.ReportMetric(StepFLOPs(sh, pos)/s/1e9, "GFLOP/s")
+		})
+	}
+}
+
+// TestGoSteps runs two training steps of a small model per encoding and
+// checks that the loss is finite (the benchmark's Go side works).
+func TestGoSteps(t *testing.T) {
+	sh := Shape{Batch: 2, Seq: 16, DModel: 32, Heads: 4, Layers: 2, FFN: 64, Vocab: 256}
+	for _, pos := range Encodings {
+		r, err := newGoRunner(sh, pos)
+		if err != nil {
+			t.Fatal(err)
+		}
+		times, loss, err := r.time(1, 1)
+		r.close()
+		if err != nil {
+			t.Fatalf("%s: %v", pos, err)
+		}
+		if len(times) != 1 || math.IsNaN(loss) || math.IsInf(loss, 0) || loss <= 0 {
+			t.Fatalf("%s: times %v, loss %v", pos, times, loss)
+		}
+	}
+}
+
+// TestStepFLOPs checks the FLOP count of the reference configuration by
+// hand: per layer 4 projections 2·2048·128·128, FFN 2·2·2048·128·512,
+// attention 2·2·32·4·64·64·32; head 2·2048·128·256; times 3.
+func TestStepFLOPs(t *testing.T) {
+	sh := Shape{Batch: 32, Seq: 64, DModel: 128, Heads: 4, Layers: 2, FFN: 512, Vocab: 256}
+	layer := 4*2*2048*128*128.0 + 2*2*2048*128*512.0 + 2*2*32*4*64*64*32.0
+	want := 3 * (2*layer + 2*2048*128*256.0)
+	if got := StepFLOPs(sh, "none"); got != want {
+		t.Fatalf("StepFLOPs(none) = %v, want %v", got, want)
+	}
+	if StepFLOPs(sh, "xl") <= want || StepFLOPs(sh, "shaw") <= want || StepFLOPs(sh, "deberta") <= want {
+		t.Fatal("relative encodings must count their extra products")
+	}
+	if StepFLOPs(sh, "rope") != want || StepFLOPs(sh, "alibi") != want {
+		t.Fatal("rope and alibi add no products")
+	}
+}

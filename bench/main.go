@@ -1,0 +1,309 @@
+// Command bench times one training step of the reference model in Go and in
+// PyTorch, side by side, for every position encoding, and prints a table of
+// ms/step, tokens/s, the ratio Go/PyTorch and achieved GFLOP/s.
+//
+// Both sides train the same model (the reference model of
+// testdata/golden/gen_golden.py: same parameters, shapes and encoding
+// conventions) on the same batch geometry in float32; one step is batch
+// sampling, forward, backward, global-norm clipping and AdamW. For each
+// encoding the two sides alternate in rounds (so that the load of a shared
+// machine hits both alike), Go at 1 and 2 threads, PyTorch at 1+1, 2+1 and
+// 1+2 threads (ATen intra-op + OpenBLAS: 2+2 oversubscribes two cores);
+// the step time is the median over the timed steps after warm-up, and the
+// table reports, for each side, its best thread configuration. Before timing, -check verifies that both
+// sides compute the same loss and gradient norm from the same weights and
+// batch.
+//
+//	go run -tags openblas ./bench  # OpenBLAS (libopenblas-dev), full run (about 10 minutes)
+//	go run ./bench                 # default build: gonum BLAS
+//	go run ./bench -fast           # quick run: fewer steps, one round
+//	go run ./bench -pos rope,alibi -steps 30 -rounds 3
+//	go run -tags purego ./bench    # pure-Go BLAS
+//
+// The PyTorch side is bench/torch_bench.py run by Debian's /usr/bin/python3
+// (python3-torch 1.13); -python names another interpreter, -go-only skips it.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rpe-go/rpe/graph"
+)
+
+type options struct {
+	steps, warmup, rounds int
+	threads               []int
+	pyThreads             []pyThreads
+	pos                   []string
+	python                string
+	goOnly, check, fast   bool
+	markdown              bool
+	shape                 Shape
+}
+
+// sample is the timed steps of one side, encoding and thread count.
+type sample struct {
+	times []float64
+	loss  float64
+}
+
+// pyThreads is one thread configuration of the PyTorch side: ATen's
+// intra-op threads and OpenBLAS's threads.
+type pyThreads struct{ aten, blas int }
+
+func (p pyThreads) String() string { return fmt.Sprintf("%d+%d", p.aten, p.blas) }
+
+// result is one encoding's measurements: side ("go", "pytorch") -> thread
+// configuration ("1t", "2t" for Go; "aten+blas" for PyTorch).
+type result struct {
+	pos   string
+	flops float64
+	runs  map[string]map[string]*sample
+	check string
+}
+
+func main() {
+	o, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if err := run(o, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string) (options, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	var o options
+	var threads, pyth, pos string
+	fs.IntVar(&o.steps, "steps", 20, "timed steps per side, encoding, thread count and round")
+	fs.IntVar(&o.warmup, "warmup", 3, "untimed steps before each timed block")
+	fs.IntVar(&o.rounds, "rounds", 2, "rounds alternating Go and PyTorch")
+	fs.StringVar(&threads, "threads", "1,2", "Go thread counts to try (the table reports each side's best)")
+	fs.StringVar(&pyth, "pythreads", "1+1,2+1,1+2", "PyTorch thread configurations ATEN+BLAS to try (ATen intra-op threads + OpenBLAS threads)")
+	fs.StringVar(&pos, "pos", strings.Join(Encodings, ","), "position encodings, comma-separated")
+	fs.StringVar(&o.python, "python", "/usr/bin/python3", "Python interpreter with torch (Debian's python3-torch)")
+	fs.BoolVar(&o.goOnly, "go-only", false, "time the Go side only")
+	fs.BoolVar(&o.check, "check", true, "check that both sides compute the same loss and gradient norm first")
+	fs.BoolVar(&o.fast, "fast", false, "quick run: 5 steps, 1 warm-up step, 1 round")
+	fs.BoolVar(&o.markdown, "md", false, "print the table as Markdown")
+	o.shape = ReferenceShape()
+	fs.IntVar(&o.shape.Batch, "batch", o.shape.Batch, "batch size")
+	fs.IntVar(&o.shape.Seq, "seq", o.shape.Seq, "sequence length")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if o.fast {
+		o.steps, o.warmup, o.rounds = 5, 1, 1
+	}
+	for _, f := range strings.Split(threads, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return o, fmt.Errorf("bench: bad thread count %q", f)
+		}
+		o.threads = append(o.threads, n)
+	}
+	for _, f := range strings.Split(pyth, ",") {
+		var p pyThreads
+		if _, err := fmt.Sscanf(strings.TrimSpace(f), "%d+%d", &p.aten, &p.blas); err != nil || p.aten <= 0 || p.blas <= 0 {
+			return o, fmt.Errorf("bench: bad PyTorch thread configuration %q (want ATEN+BLAS, e.g. 2+1)", f)
+		}
+		o.pyThreads = append(o.pyThreads, p)
+	}
+	for _, p := range strings.Split(pos, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			o.pos = append(o.pos, p)
+		}
+	}
+	if o.steps <= 0 || o.rounds <= 0 || o.warmup < 0 || len(o.pos) == 0 {
+		return o, fmt.Errorf("bench: need steps > 0, rounds > 0, warmup >= 0 and an encoding")
+	}
+	return o, nil
+}
+
+func run(o options, w io.Writer) error {
+	var py *pyServer
+	if !o.goOnly {
+		var err error
+		if py, err = startPy(o.python); err != nil {
+			return err
+		}
+		defer py.close()
+	}
+	sh := o.shape
+	fmt.Fprintf(w, "model: %d layers, d_model %d, %d heads, FFN %d, vocab %d; batch %d x %d tokens, float32\n",
+		sh.Layers, sh.DModel, sh.Heads, sh.FFN, sh.Vocab, sh.Batch, sh.Seq)
+	fmt.Fprintf(w, "Go: %s, %s, GOMAXPROCS %d, %d CPUs", runtime.Version(), graph.BLASName(), runtime.GOMAXPROCS(0), runtime.NumCPU())
+	if py != nil {
+		fmt.Fprintf(w, "; PyTorch %s, %s", py.Torch, py.BLAS)
+	}
+	fmt.Fprintf(w, "\nper side, encoding and thread configuration (Go: threads; PyTorch: ATen+OpenBLAS threads): %d rounds x (%d warm-up + %d timed steps); median step time\n\n",
+		o.rounds, o.warmup, o.steps)
+	maxProcs := runtime.GOMAXPROCS(0)
+	defer setGoThreads(maxProcs)
+
+	var results []*result
+	for _, pos := range o.pos {
+		r := &result{pos: pos, flops: StepFLOPs(sh, pos), runs: map[string]map[string]*sample{"go": {}, "pytorch": {}}}
+		if o.check && py != nil {
+			r.check = checkSame(sh, pos, py)
+			fmt.Fprintf(w, "%-11s check: %s\n", pos, r.check)
+		}
+		gr, err := newGoRunner(sh, pos)
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		for round := 0; round < o.rounds; round++ {
+			goFirst := round%2 == 0
+			for k := 0; k < 2; k++ {
+				if (k == 0) == goFirst {
+					for _, th := range o.threads {
+						setGoThreads(th)
+						times, loss, err := gr.time(o.warmup, o.steps)
+						setGoThreads(maxProcs)
+						if err != nil {
+							gr.close()
+							return fmt.Errorf("%s: Go: %w", pos, err)
+						}
+						add(r.runs["go"], fmt.Sprintf("%dt", th), times, loss)
+					}
+				} else if py != nil {
+					for _, pt := range o.pyThreads {
+						times, loss, err := py.time(sh, pos, pt, o.warmup, o.steps)
+						if err != nil {
+							gr.close()
+							return fmt.Errorf("%s: %w", pos, err)
+						}
+						add(r.runs["pytorch"], pt.String(), times, loss)
+					}
+				}
+			}
+		}
+		gr.close()
+		results = append(results, r)
+		fmt.Fprintf(w, "%-11s %s (%.0fs)\n", pos, r.summary(), time.Since(start).Seconds())
+	}
+	fmt.Fprintln(w)
+	printTable(w, o, results)
+	return nil
+}
+
+func add(m map[string]*sample, th string, times []float64, loss float64) {
+	s := m[th]
+	if s == nil {
+		s = &sample{}
+		m[th] = s
+	}
+	s.times = append(s.times, times...)
+	s.loss = loss
+}
+
+// checkSame compares the loss and gradient norm of both sides for the same
+// weights and batch.
+func checkSame(sh Shape, pos string, py *pyServer) string {
+	dir, err := os.MkdirTemp("", "rpe-bench")
+	if err != nil {
+		return "FAILED: " + err.Error()
+	}
+	defer os.RemoveAll(dir)
+	file := filepath.Join(dir, pos+".safetensors")
+	g, err := goCheck(sh, pos, file)
+	if err != nil {
+		return "FAILED (Go): " + err.Error()
+	}
+	p, err := py.check(sh, pos, file)
+	if err != nil {
+		return "FAILED (PyTorch): " + err.Error()
+	}
+	rel := func(a, b float64) float64 { return math.Abs(a-b) / math.Max(math.Abs(b), 1e-12) }
+	status := "same model"
+	if rel(g.Loss, p.Loss) > 1e-4 || rel(g.GradNorm, p.GradNorm) > 1e-3 {
+		status = "MISMATCH"
+	}
+	return fmt.Sprintf("%s: loss Go %.6f PyTorch %.6f, grad norm Go %.5f PyTorch %.5f", status, g.Loss, p.Loss, g.GradNorm, p.GradNorm)
+}
+
+func median(x []float64) float64 {
+	if len(x) == 0 {
+		return math.NaN()
+	}
+	s := append([]float64(nil), x...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// best returns the thread configuration with the lowest median step time
+// and that median, in seconds ("" and +Inf if m is empty).
+func best(m map[string]*sample) (string, float64) {
+	th, t := "", math.Inf(1)
+	for k, s := range m {
+		if v := median(s.times); v < t || (v == t && k < th) {
+			th, t = k, v
+		}
+	}
+	return th, t
+}
+
+func (r *result) summary() string {
+	var parts []string
+	for _, side := range []string{"go", "pytorch"} {
+		ths := make([]string, 0, len(r.runs[side]))
+		for th := range r.runs[side] {
+			ths = append(ths, th)
+		}
+		sort.Strings(ths)
+		for _, th := range ths {
+			parts = append(parts, fmt.Sprintf("%s %s %.1f ms", side, th, 1000*median(r.runs[side][th].times)))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func printTable(w io.Writer, o options, results []*result) {
+	tokens := float64(o.shape.Tokens())
+	head := []string{"encoding", "Go ms/step", "PyTorch ms/step", "Go/PyTorch", "Go tokens/s", "PyTorch tokens/s", "Go GFLOP/s", "PyTorch GFLOP/s"}
+	var rows [][]string
+	for _, r := range results {
+		gth, gt := best(r.runs["go"])
+		row := []string{r.pos, fmt.Sprintf("%.1f (%s)", 1000*gt, gth)}
+		if pth, pt := best(r.runs["pytorch"]); pth != "" {
+			row = append(row, fmt.Sprintf("%.1f (%s)", 1000*pt, pth), fmt.Sprintf("%.2f", gt/pt),
+				fmt.Sprintf("%.0f", tokens/gt), fmt.Sprintf("%.0f", tokens/pt),
+				fmt.Sprintf("%.1f", r.flops/gt/1e9), fmt.Sprintf("%.1f", r.flops/pt/1e9))
+		} else {
+			row = append(row, "-", "-", fmt.Sprintf("%.0f", tokens/gt), "-", fmt.Sprintf("%.1f", r.flops/gt/1e9), "-")
+		}
+		rows = append(rows, row)
+	}
+	if o.markdown {
+		fmt.Fprintln(w, "| "+strings.Join(head, " | ")+" |")
+		fmt.Fprintln(w, "|"+strings.Repeat(" --- |", len(head)))
+		for _, r := range rows {
+			fmt.Fprintln(w, "| "+strings.Join(r, " | ")+" |")
+		}
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t")+"\t")
+	}
+	tw.Flush()
+}

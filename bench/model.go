@@ -1,0 +1,103 @@
+package main
+
+import (
+	"math/rand"
+	"runtime"
+	"time"
+
+	"github.com/pkg/errors"
+
+	"github.com/rpe-go/rpe/experiments/trainer"
+	"github.com/rpe-go/rpe/graph"
+)
+
+// Encodings is the default list of position encodings benchmarked.
+var Encodings = []string{"none", "sinusoidal", "learned", "t5", "shaw", "xl", "deberta", "rope", "alibi"}
+
+// Shape is the model and batch geometry shared by both sides.
+type Shape struct {
+	Batch, Seq                 int
+	DModel, Heads, Layers, FFN int
+	Vocab                      int
+}
+
+// ReferenceShape is the reference configuration of trainer.DefaultConfig.
+func ReferenceShape() Shape {
+	c := trainer.DefaultConfig()
+	m := c.Model
+	return Shape{Batch: c.Batch, Seq: c.SeqLen, DModel: m.DModel, Heads: m.Heads, Layers: m.Layers, FFN: m.FFN, Vocab: m.Vocab}
+}
+
+// Tokens is the number of tokens of one batch.
+func (s Shape) Tokens() int { return s.Batch * s.Seq }
+
+// config returns the trainer configuration of s with encoding pos.
+func (s Shape) config(pos string) trainer.Config {
+	c := trainer.DefaultConfig()
+	c.Batch, c.SeqLen = s.Batch, s.Seq
+	c.Model.DModel, c.Model.Heads, c.Model.Layers, c.Model.FFN = s.DModel, s.Heads, s.Layers, s.FFN
+	c.Model.Pos = pos
+	if c.Model.PosOpts.MaxLen < s.Seq {
+		c.Model.PosOpts.MaxLen = s.Seq
+	}
+	return c
+}
+
+// randomCorpus is a deterministic corpus of random bytes (the content does
+// not change the cost of a step).
+func randomCorpus(n int) (*trainer.Corpus, error) {
+	rng := rand.New(rand.NewSource(7))
+	data := make([]byte, n)
+	for i := range data {
+		data[i] = byte(rng.Intn(256))
+	}
+	return trainer.NewCorpus(data)
+}
+
+// goRunner times training steps of the Go trainer for one encoding.
+type goRunner struct {
+	tr *trainer.Trainer
+}
+
+func newGoRunner(s Shape, pos string) (*goRunner, error) {
+	c, err := randomCorpus(1 << 16)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := trainer.New(s.config(pos), c)
+	if err != nil {
+		return nil, errors.WithMessagef(err, "bench: Go trainer for %s", pos)
+	}
+	return &goRunner{tr: tr}, nil
+}
+
+// setGoThreads sets the Go scheduler's and the graph kernels' threads
+// (OpenBLAS always runs single-threaded under the kernels).
+func setGoThreads(n int) {
+	runtime.GOMAXPROCS(n)
+	graph.SetThreads(n)
+}
+
+// time runs warmup untimed steps and returns the durations of steps timed
+// ones, and the last loss.
+func (r *goRunner) time(warmup, steps int) ([]float64, float64, error) {
+	for i := 0; i < warmup; i++ {
+		if _, err := r.tr.TrainStep(); err != nil {
+			return nil, 0, err
+		}
+	}
+	times := make([]float64, 0, steps)
+	var loss float64
+	for i := 0; i < steps; i++ {
+		t0 := time.Now()
+		res, err := r.tr.TrainStep()
+		if err != nil {
+			return nil, 0, err
+		}
+		times = append(times, time.Since(t0).Seconds())
+		loss = res.Loss
+	}
+	return times, loss, nil
+}
+
+func (r *goRunner) close() { r.tr.Close() }

@@ -1,0 +1,382 @@
+//go:build cgo && !purego && amd64
+
+package graph
+
+/*
+#cgo CFLAGS: -O2
+#include <immintrin.h>
+#include <string.h>
+
+// AVX2 + FMA kernels: the formulas of exp32, tanh32, gelu32 and geluDeriv32
+// in fastmath.go and gelu.go, eight floats at a time; tails go through a
+// zero-padded vector.
+
+int rpe_have_avx2(void) {
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+#define TGT __attribute__((target("avx2,fma")))
+
+// exp, Cephes expf: x = n ln2 + r, degree-6 polynomial, times 2**n (as two
+// factors, so that n = 128 and n = -126 stay exact). 0 below -87.3365,
+// +Inf above 88.7228, NaN for NaN.
+TGT static inline __m256 exp8(__m256 x) {
+	const __m256 hi = _mm256_set1_ps(88.7228391f), lo = _mm256_set1_ps(-87.3365448f);
+	__m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+	__m256 over = _mm256_cmp_ps(x, hi, _CMP_GT_OQ);
+	__m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+	__m256 xin = x;
+	x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+	__m256 fx = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
+	x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+	x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+	__m256 z = _mm256_mul_ps(x, x);
+	__m256 y = _mm256_set1_ps(1.9875691500e-4f);
+	y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+	y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+	y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+	y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+	y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+	y = _mm256_fmadd_ps(y, z, _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+	__m256i n = _mm256_cvttps_epi32(fx);
+	__m256i n1 = _mm256_srai_epi32(n, 1);
+	__m256i n2 = _mm256_sub_epi32(n, n1);
+	__m256i b = _mm256_set1_epi32(127);
+	__m256 p1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, b), 23));
+	__m256 p2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, b), 23));
+	y = _mm256_mul_ps(_mm256_mul_ps(y, p1), p2);
+	y = _mm256_blendv_ps(y, _mm256_setzero_ps(), under);
+	y = _mm256_blendv_ps(y, _mm256_set1_ps(__builtin_inff()), over);
+	return _mm256_blendv_ps(y, xin, nan);
+}
+
+// tanh, Eigen's rational approximation, clamped at ±7.9053 (exactly ±1).
+TGT static inline __m256 tanh8(__m256 x) {
+	const __m256 c = _mm256_set1_ps(7.90531110763549805f);
+	__m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+	__m256 xin = x;
+	x = _mm256_min_ps(_mm256_max_ps(x, _mm256_sub_ps(_mm256_setzero_ps(), c)), c);
+	__m256 x2 = _mm256_mul_ps(x, x);
+	__m256 p = _mm256_fmadd_ps(x2, _mm256_set1_ps(-2.76076847742355e-16f), _mm256_set1_ps(2.00018790482477e-13f));
+	p = _mm256_fmadd_ps(x2, p, _mm256_set1_ps(-8.60467152213735e-11f));
+	p = _mm256_fmadd_ps(x2, p, _mm256_set1_ps(5.12229709037114e-08f));
+	p = _mm256_fmadd_ps(x2, p, _mm256_set1_ps(1.48572235717979e-05f));
+	p = _mm256_fmadd_ps(x2, p, _mm256_set1_ps(6.37261928875436e-04f));
+	p = _mm256_fmadd_ps(x2, p, _mm256_set1_ps(4.89352455891786e-03f));
+	p = _mm256_mul_ps(x, p);
+	__m256 q = _mm256_fmadd_ps(x2, _mm256_set1_ps(1.19825839466702e-06f), _mm256_set1_ps(1.18534705686654e-04f));
+	q = _mm256_fmadd_ps(x2, q, _mm256_set1_ps(2.26843463243900e-03f));
+	q = _mm256_fmadd_ps(x2, q, _mm256_set1_ps(4.89352518554385e-03f));
+	__m256 t = _mm256_div_ps(p, q);
+	// |x| < 0.0004: x itself; |x| > 7.9053: exactly ±1 (as tanh32)
+	__m256 sign = _mm256_set1_ps(-0.0f);
+	__m256 ax = _mm256_andnot_ps(sign, xin);
+	t = _mm256_blendv_ps(t, xin, _mm256_cmp_ps(ax, _mm256_set1_ps(0.0004f), _CMP_LT_OQ));
+	__m256 one = _mm256_or_ps(_mm256_and_ps(xin, sign), _mm256_set1_ps(1.0f));
+	t = _mm256_blendv_ps(t, one, _mm256_cmp_ps(ax, c, _CMP_GT_OQ));
+	return _mm256_blendv_ps(t, xin, nan);
+}
+
+#define GC 0.7978845608028654f
+#define GA 0.044715f
+
+TGT static inline __m256 gelu_u(__m256 x) {
+	__m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+	return _mm256_mul_ps(_mm256_set1_ps(GC), _mm256_fmadd_ps(_mm256_set1_ps(GA), x3, x));
+}
+
+TGT static inline __m256 gelu8(__m256 x) {
+	__m256 t = tanh8(gelu_u(x));
+	return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), _mm256_add_ps(_mm256_set1_ps(1.0f), t));
+}
+
+TGT static inline __m256 gelu_deriv8(__m256 x) {
+	__m256 t = tanh8(gelu_u(x));
+	__m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f);
+	__m256 a = _mm256_mul_ps(half, _mm256_add_ps(one, t));
+	__m256 omt2 = _mm256_fnmadd_ps(t, t, one);
+	__m256 inner = _mm256_fmadd_ps(_mm256_set1_ps(3 * GA), _mm256_mul_ps(x, x), one);
+	__m256 b = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(half, x), omt2), _mm256_mul_ps(_mm256_set1_ps(GC), inner));
+	return _mm256_add_ps(a, b);
+}
+
+TGT static inline __m256 load_tail(const float *x, long k) {
+	float b[8] = {0};
+	memcpy(b, x, k * sizeof(float));
+	return _mm256_loadu_ps(b);
+}
+
+TGT static inline void store_tail(float *y, __m256 v, long k) {
+	float b[8];
+	_mm256_storeu_ps(b, v);
+	memcpy(y, b, k * sizeof(float));
+}
+
+TGT void rpe_gelu_fwd(float *y, const float *x, long n) {
+	long i = 0;
+	for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, gelu8(_mm256_loadu_ps(x + i)));
+	if (i < n) store_tail(y + i, gelu8(load_tail(x + i, n - i)), n - i);
+}
+
+TGT void rpe_gelu_bwd(float *dx, const float *x, const float *dy, long n) {
+	long i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(dx + i, _mm256_mul_ps(_mm256_loadu_ps(dy + i), gelu_deriv8(_mm256_loadu_ps(x + i))));
+	if (i < n)
+		store_tail(dx + i, _mm256_mul_ps(load_tail(dy + i, n - i), gelu_deriv8(load_tail(x + i, n - i))), n - i);
+}
+
+TGT static inline float hsum(__m256 v) {
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 0x55));
+	return _mm_cvtss_f32(s);
+}
+
+// exp of a row minus m, in place; returns the sum (tail lanes masked out).
+TGT static inline float exp_row(float *x, long n, float m) {
+	__m256 mv = _mm256_set1_ps(m), acc = _mm256_setzero_ps();
+	long i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
+		_mm256_storeu_ps(x + i, e);
+		acc = _mm256_add_ps(acc, e);
+	}
+	float s = hsum(acc);
+	if (i < n) {
+		float b[8];
+		_mm256_storeu_ps(b, exp8(_mm256_sub_ps(load_tail(x + i, n - i), mv)));
+		for (long j = 0; j < n - i; j++) {
+			x[i + j] = b[j];
+			s += b[j];
+		}
+	}
+	return s;
+}
+
+TGT void rpe_softmax_rows(float *x, long rows, long n, const float *rowmax) {
+	for (long r = 0; r < rows; r++) {
+		float *row = x + r * n;
+		float s = exp_row(row, n, rowmax[r]);
+		if (s != 0) {
+			__m256 inv = _mm256_set1_ps(1.0f / s);
+			long i = 0;
+			for (; i + 8 <= n; i += 8) _mm256_storeu_ps(row + i, _mm256_mul_ps(_mm256_loadu_ps(row + i), inv));
+			for (; i < n; i++) row[i] *= 1.0f / s;
+		}
+	}
+}
+
+TGT void rpe_exp_sum_rows(const float *x, long rows, long n, const float *shift, float *sums) {
+	for (long r = 0; r < rows; r++) {
+		const float *row = x + r * n;
+		__m256 mv = _mm256_set1_ps(shift[r]), acc = _mm256_setzero_ps();
+		long i = 0;
+		for (; i + 8 <= n; i += 8) acc = _mm256_add_ps(acc, exp8(_mm256_sub_ps(_mm256_loadu_ps(row + i), mv)));
+		float s = hsum(acc);
+		if (i < n) {
+			float b[8];
+			_mm256_storeu_ps(b, exp8(_mm256_sub_ps(load_tail(row + i, n - i), mv)));
+			for (long j = 0; j < n - i; j++) s += b[j];
+		}
+		sums[r] = s;
+	}
+}
+
+TGT void rpe_exp_scale_rows(float *y, const float *x, long rows, long n, const float *shift, float scale) {
+	__m256 sc = _mm256_set1_ps(scale);
+	for (long r = 0; r < rows; r++) {
+		const float *row = x + r * n;
+		float *yr = y + r * n;
+		__m256 mv = _mm256_set1_ps(shift[r]);
+		long i = 0;
+		for (; i + 8 <= n; i += 8) _mm256_storeu_ps(yr + i, _mm256_mul_ps(exp8(_mm256_sub_ps(_mm256_loadu_ps(row + i), mv)), sc));
+		if (i < n) store_tail(yr + i, _mm256_mul_ps(exp8(_mm256_sub_ps(load_tail(row + i, n - i), mv)), sc), n - i);
+	}
+}
+
+TGT void rpe_softmax_grad(float *dx, const float *y, const float *dy, long rows, long n) {
+	const __m256 zero = _mm256_setzero_ps();
+	for (long r = 0; r < rows; r++) {
+		const float *yr = y + r * n, *dyr = dy + r * n;
+		float *dxr = dx + r * n;
+		__m256 acc = zero;
+		long i = 0;
+		for (; i + 8 <= n; i += 8) {
+			__m256 p = _mm256_loadu_ps(yr + i);
+			__m256 t = _mm256_mul_ps(p, _mm256_loadu_ps(dyr + i));
+			acc = _mm256_add_ps(acc, _mm256_blendv_ps(t, zero, _mm256_cmp_ps(p, zero, _CMP_EQ_OQ)));
+		}
+		float s = hsum(acc);
+		for (long j = i; j < n; j++) if (yr[j] != 0) s += yr[j] * dyr[j];
+		__m256 sv = _mm256_set1_ps(s);
+		for (i = 0; i + 8 <= n; i += 8) {
+			__m256 p = _mm256_loadu_ps(yr + i);
+			__m256 t = _mm256_mul_ps(p, _mm256_sub_ps(_mm256_loadu_ps(dyr + i), sv));
+			_mm256_storeu_ps(dxr + i, _mm256_blendv_ps(t, zero, _mm256_cmp_ps(p, zero, _CMP_EQ_OQ)));
+		}
+		for (long j = i; j < n; j++) dxr[j] = yr[j] != 0 ? yr[j] * (dyr[j] - s) : 0;
+	}
+}
+
+// mean and 1/sqrt(var + eps) of a row (two passes, float32).
+TGT static inline void row_stats(const float *x, long d, float eps, float *mean, float *rstd) {
+	__m256 acc = _mm256_setzero_ps();
+	long i = 0;
+	for (; i + 8 <= d; i += 8) acc = _mm256_add_ps(acc, _mm256_loadu_ps(x + i));
+	float s = hsum(acc);
+	for (long j = i; j < d; j++) s += x[j];
+	float m = s / (float)d;
+	__m256 mv = _mm256_set1_ps(m);
+	acc = _mm256_setzero_ps();
+	for (i = 0; i + 8 <= d; i += 8) {
+		__m256 c = _mm256_sub_ps(_mm256_loadu_ps(x + i), mv);
+		acc = _mm256_fmadd_ps(c, c, acc);
+	}
+	float v = hsum(acc);
+	for (long j = i; j < d; j++) v += (x[j] - m) * (x[j] - m);
+	*mean = m;
+	*rstd = 1.0f / _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(v / (float)d + eps)));
+}
+
+TGT void rpe_layer_norm(float *y, const float *x, const float *g, const float *b, long rows, long d, float eps) {
+	for (long r = 0; r < rows; r++) {
+		const float *xr = x + r * d;
+		float *yr = y + r * d;
+		float m, rs;
+		row_stats(xr, d, eps, &m, &rs);
+		__m256 mv = _mm256_set1_ps(m), rv = _mm256_set1_ps(rs);
+		long i = 0;
+		for (; i + 8 <= d; i += 8) {
+			__m256 xh = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(xr + i), mv), rv);
+			_mm256_storeu_ps(yr + i, _mm256_fmadd_ps(xh, _mm256_loadu_ps(g + i), _mm256_loadu_ps(b + i)));
+		}
+		for (; i < d; i++) yr[i] = (xr[i] - m) * rs * g[i] + b[i];
+	}
+}
+
+TGT void rpe_layer_norm_grad(float *dx, const float *x, const float *g, const float *dy, long rows, long d, float eps, float *dg, float *db) {
+	for (long r = 0; r < rows; r++) {
+		const float *xr = x + r * d, *dyr = dy + r * d;
+		float *dxr = dx + r * d;
+		float m, rs;
+		row_stats(xr, d, eps, &m, &rs);
+		__m256 mv = _mm256_set1_ps(m), rv = _mm256_set1_ps(rs);
+		__m256 amg = _mm256_setzero_ps(), amgx = _mm256_setzero_ps();
+		long i = 0;
+		for (; i + 8 <= d; i += 8) {
+			__m256 dyv = _mm256_loadu_ps(dyr + i);
+			__m256 gg = _mm256_mul_ps(dyv, _mm256_loadu_ps(g + i));
+			__m256 xh = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(xr + i), mv), rv);
+			amg = _mm256_add_ps(amg, gg);
+			amgx = _mm256_fmadd_ps(gg, xh, amgx);
+			_mm256_storeu_ps(dg + i, _mm256_fmadd_ps(dyv, xh, _mm256_loadu_ps(dg + i)));
+			_mm256_storeu_ps(db + i, _mm256_add_ps(dyv, _mm256_loadu_ps(db + i)));
+		}
+		float mg = hsum(amg), mgx = hsum(amgx);
+		for (long j = i; j < d; j++) {
+			float gg = dyr[j] * g[j], xh = (xr[j] - m) * rs;
+			mg += gg;
+			mgx += gg * xh;
+			dg[j] += dyr[j] * xh;
+			db[j] += dyr[j];
+		}
+		mg /= (float)d;
+		mgx /= (float)d;
+		__m256 mgv = _mm256_set1_ps(mg), mgxv = _mm256_set1_ps(mgx);
+		for (i = 0; i + 8 <= d; i += 8) {
+			__m256 gg = _mm256_mul_ps(_mm256_loadu_ps(dyr + i), _mm256_loadu_ps(g + i));
+			__m256 xh = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(xr + i), mv), rv);
+			__m256 t = _mm256_sub_ps(_mm256_sub_ps(gg, mgv), _mm256_mul_ps(xh, mgxv));
+			_mm256_storeu_ps(dxr + i, _mm256_mul_ps(rv, t));
+		}
+		for (; i < d; i++) {
+			float gg = dyr[i] * g[i], xh = (xr[i] - m) * rs;
+			dxr[i] = rs * (gg - mg - xh * mgx);
+		}
+	}
+}
+
+TGT void rpe_col_sums(float *acc, const float *x, long rows, long n) {
+	for (long r = 0; r < rows; r++) {
+		const float *xr = x + r * n;
+		long i = 0;
+		for (; i + 8 <= n; i += 8) _mm256_storeu_ps(acc + i, _mm256_add_ps(_mm256_loadu_ps(acc + i), _mm256_loadu_ps(xr + i)));
+		for (; i < n; i++) acc[i] += xr[i];
+	}
+}
+*/
+import "C"
+
+import "unsafe"
+
+func fp(x []float32) *C.float { return (*C.float)(unsafe.Pointer(unsafe.SliceData(x))) }
+
+// cKernels32 are the AVX2 kernels; every slice passed is non-empty or the
+// call is skipped.
+var cKernels32 = kernels32{
+	name: "C/AVX2",
+	geluFwd: func(y, x []float32) {
+		if len(x) > 0 {
+			_ = y[len(x)-1]
+			C.rpe_gelu_fwd(fp(y), fp(x), C.long(len(x)))
+		}
+	},
+	geluBwd: func(dx, x, dy []float32) {
+		if len(x) > 0 {
+			_, _ = dx[len(x)-1], dy[len(x)-1]
+			C.rpe_gelu_bwd(fp(dx), fp(x), fp(dy), C.long(len(x)))
+		}
+	},
+	softmaxRows: func(x []float32, n int, rowMax []float32) {
+		if len(rowMax) > 0 && n > 0 {
+			_ = x[len(rowMax)*n-1]
+			C.rpe_softmax_rows(fp(x), C.long(len(rowMax)), C.long(n), fp(rowMax))
+		}
+	},
+	expSumRows: func(x []float32, n int, shift, sums []float32) {
+		if len(shift) > 0 && n > 0 {
+			_, _ = x[len(shift)*n-1], sums[len(shift)-1]
+			C.rpe_exp_sum_rows(fp(x), C.long(len(shift)), C.long(n), fp(shift), fp(sums))
+		}
+	},
+	expScaleRows: func(y, x []float32, n int, shift []float32, scale float32) {
+		if len(shift) > 0 && n > 0 {
+			_, _ = x[len(shift)*n-1], y[len(shift)*n-1]
+			C.rpe_exp_scale_rows(fp(y), fp(x), C.long(len(shift)), C.long(n), fp(shift), C.float(scale))
+		}
+	},
+}
+
+func init() {
+	cKernels32.softmaxGrad = func(dx, y, dy []float32, n int) {
+		if rows := len(y) / n; rows > 0 {
+			_, _ = dx[rows*n-1], dy[rows*n-1]
+			C.rpe_softmax_grad(fp(dx), fp(y), fp(dy), C.long(rows), C.long(n))
+		}
+	}
+	cKernels32.layerNorm = func(y, x, gamma, beta []float32, eps float32) {
+		d := len(gamma)
+		if rows := len(x) / d; rows > 0 {
+			_, _ = y[rows*d-1], beta[d-1]
+			C.rpe_layer_norm(fp(y), fp(x), fp(gamma), fp(beta), C.long(rows), C.long(d), C.float(eps))
+		}
+	}
+	cKernels32.layerNormGrad = func(dx, x, gamma, dy []float32, eps float32, dgamma, dbeta []float32) {
+		d := len(gamma)
+		if rows := len(x) / d; rows > 0 {
+			_, _, _, _ = dx[rows*d-1], dy[rows*d-1], dgamma[d-1], dbeta[d-1]
+			C.rpe_layer_norm_grad(fp(dx), fp(x), fp(gamma), fp(dy), C.long(rows), C.long(d), C.float(eps), fp(dgamma), fp(dbeta))
+		}
+	}
+	cKernels32.colSums = func(acc, x []float32) {
+		n := len(acc)
+		if rows := len(x) / n; rows > 0 {
+			C.rpe_col_sums(fp(acc), fp(x), C.long(rows), C.long(n))
+		}
+	}
+	if C.rpe_have_avx2() != 0 {
+		k32 = &cKernels32
+	}
+}
