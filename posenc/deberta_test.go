@@ -1,16 +1,12 @@
 package posenc_test
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/nlpodyssey/safetensors"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
@@ -57,36 +53,10 @@ func TestDebertaBucketHand(t *testing.T) {
 	}
 }
 
-// debReadGoldenInts reads the I64 tensors of a safetensors file.
-func debReadGoldenInts(t *testing.T, path string) map[string][]int {
-	t.Helper()
-	buf, err := os.ReadFile(path)
-	if err != nil {
-		t.Skipf("golden tables not available: %v", err)
-	}
-	st, err := safetensors.Deserialize(buf)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	out := map[string][]int{}
-	for _, nt := range st.Tensors() {
-		if nt.TensorView.DType() != safetensors.I64 {
-			continue
-		}
-		raw := nt.TensorView.Data()
-		v := make([]int, len(raw)/8)
-		for i := range v {
-			v[i] = int(int64(binary.LittleEndian.Uint64(raw[8*i:])))
-		}
-		out[nt.Name] = v
-	}
-	return out
-}
-
 // TestDebertaBucketGolden compares DebertaBucket over rel in [-600, 600]
 // with the PyTorch transcription of HF's make_log_bucket_position.
 func TestDebertaBucketGolden(t *testing.T) {
-	tabs := debReadGoldenInts(t, filepath.Join("..", "testdata", "golden", "tables.safetensors"))
+	tabs := goldenTables(t)
 	rel := tabs["rel"]
 	if len(rel) != 1201 {
 		t.Fatalf("tables: rel has %d entries", len(rel))

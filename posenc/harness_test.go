@@ -4,10 +4,14 @@ package posenc_test
 // calls them with its name and options.
 
 import (
+	"encoding/binary"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/nlpodyssey/safetensors"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
@@ -235,4 +239,33 @@ func TestUnknownName(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "rope") || !strings.Contains(err.Error(), "none") {
 		t.Fatalf("unknown name: %v", err)
 	}
+}
+
+// goldenTables returns the integer tables (rel, T5 and DeBERTa buckets) that
+// testdata/golden/gen_golden.py computed with PyTorch, by tensor name. The
+// file is committed, so its absence is a failure, not a skip.
+func goldenTables(t *testing.T) map[string][]int {
+	t.Helper()
+	path := filepath.Join("..", "testdata", "golden", "tables.safetensors")
+	buf, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("golden tables: %v (regenerate with /usr/bin/python3 testdata/golden/gen_golden.py)", err)
+	}
+	st, err := safetensors.Deserialize(buf)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	out := map[string][]int{}
+	for _, nt := range st.Tensors() {
+		if nt.TensorView.DType() != safetensors.I64 {
+			continue
+		}
+		raw := nt.TensorView.Data()
+		v := make([]int, len(raw)/8)
+		for i := range v {
+			v[i] = int(int64(binary.LittleEndian.Uint64(raw[8*i:])))
+		}
+		out[nt.Name] = v
+	}
+	return out
 }

@@ -1,16 +1,12 @@
 package posenc_test
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/nlpodyssey/safetensors"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
@@ -88,36 +84,10 @@ func TestT5BucketHand(t *testing.T) {
 	}
 }
 
-// t5ReadGoldenInts reads the I64 tensors of a safetensors file.
-func t5ReadGoldenInts(t *testing.T, path string) map[string][]int {
-	t.Helper()
-	buf, err := os.ReadFile(path)
-	if err != nil {
-		t.Skipf("golden tables not available: %v", err)
-	}
-	st, err := safetensors.Deserialize(buf)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	out := map[string][]int{}
-	for _, nt := range st.Tensors() {
-		if nt.TensorView.DType() != safetensors.I64 {
-			continue
-		}
-		raw := nt.TensorView.Data()
-		v := make([]int, len(raw)/8)
-		for i := range v {
-			v[i] = int(int64(binary.LittleEndian.Uint64(raw[8*i:])))
-		}
-		out[nt.Name] = v
-	}
-	return out
-}
-
 // TestT5BucketGolden compares T5Bucket over rel in [-600, 600] with the
 // PyTorch transcription of HF's bucket function (testdata/golden).
 func TestT5BucketGolden(t *testing.T) {
-	tabs := t5ReadGoldenInts(t, filepath.Join("..", "testdata", "golden", "tables.safetensors"))
+	tabs := goldenTables(t)
 	rel := tabs["rel"]
 	if len(rel) != 1201 {
 		t.Fatalf("tables: rel has %d entries", len(rel))
