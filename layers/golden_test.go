@@ -120,6 +120,9 @@ func (gf goldenFile) config(t *testing.T) Config {
 		RopeFraction:       gf.float(t, "rotary_fraction", 0),
 	}
 	pos := gf.meta["pos"]
+	if pos == "sinusoidal" {
+		o.SinusoidalScale = 1 // the reference adds the paper's unscaled table
+	}
 	if strings.HasSuffix(pos, "-alpha") { // the t5 case with a learnable scale
 		pos = strings.TrimSuffix(pos, "-alpha")
 	}

@@ -12,7 +12,14 @@ import (
 
 func init() {
 	register("none", func(Options) (Encoding, error) { return None{}, nil })
-	register("sinusoidal", func(Options) (Encoding, error) { return NewSinusoidal(), nil })
+	register("sinusoidal", func(o Options) (Encoding, error) {
+		if o.SinusoidalScale < 0 {
+			return nil, errors.Errorf("posenc sinusoidal: SinusoidalScale %v is negative", o.SinusoidalScale)
+		}
+		e := NewSinusoidal()
+		e.Scale = o.SinusoidalScale
+		return e, nil
+	})
 	register("learned", func(o Options) (Encoding, error) { return NewLearned(o.MaxLen, o.InitStd) })
 }
 
@@ -29,14 +36,18 @@ func (None) Name() string { return "none" }
 //	PE[p, 2i]   = sin(p / 10000^(2i/d))
 //	PE[p, 2i+1] = cos(p / 10000^(2i/d))
 //
-// (sines and cosines interleaved). It has no parameters and works at any
-// length; the table of a (start, T) pair is computed on the host once and
-// cached.
+// (sines and cosines interleaved), times Scale. It has no parameters and
+// works at any length; the table of a (start, T) pair is computed on the
+// host once and cached.
 type Sinusoidal struct {
+	// Scale multiplies the table; 0 means 1/√d_model (see
+	// Options.SinusoidalScale).
+	Scale float64
 	cache map[[3]int]*tensor.Dense
 }
 
-// NewSinusoidal returns the sinusoidal encoding.
+// NewSinusoidal returns the sinusoidal encoding with the default scale
+// 1/√d_model.
 func NewSinusoidal() *Sinusoidal { return &Sinusoidal{cache: map[[3]int]*tensor.Dense{}} }
 
 // Name implements Encoding.
@@ -58,7 +69,7 @@ func SinusoidTable(start, t, d int) []float64 {
 	return out
 }
 
-// AddToInput implements InputAdder: x [B, T, d] + PE[start:start+T].
+// AddToInput implements InputAdder: x [B, T, d] + Scale·PE[start:start+T].
 func (e *Sinusoidal) AddToInput(s *Site, x *G.Node) (*G.Node, error) {
 	sh := x.Shape()
 	if sh.Dims() != 3 || sh[2] != s.DModel {
@@ -68,7 +79,15 @@ func (e *Sinusoidal) AddToInput(s *Site, x *G.Node) (*G.Node, error) {
 	key := [3]int{s.QStart, t, d}
 	tab, ok := e.cache[key]
 	if !ok || tab.Dtype() != s.Dtype() {
-		tab = graph.FromFloat64s(s.Dtype(), tensor.Shape{t, d}, SinusoidTable(s.QStart, t, d))
+		pe := SinusoidTable(s.QStart, t, d)
+		scale := e.Scale
+		if scale == 0 {
+			scale = 1 / math.Sqrt(float64(d))
+		}
+		for i := range pe {
+			pe[i] *= scale
+		}
+		tab = graph.FromFloat64s(s.Dtype(), tensor.Shape{t, d}, pe)
 		e.cache[key] = tab
 	}
 	pe := G.NewTensor(s.G, s.Dtype(), 2, G.WithShape(t, d), G.WithValue(tab), G.WithName(graph.UniqueName(s.G, "sinusoid_pe")))

@@ -48,17 +48,32 @@ func addInput(t *testing.T, enc posenc.Encoding, p *graph.Params, start, tt, d i
 }
 
 func TestSinusoidalAddsTable(t *testing.T) {
-	enc, _ := posenc.New("sinusoidal", posenc.Options{})
-	got, err := addInput(t, enc, graph.NewParams(tensor.Float64, 1), 5, 3, 6)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := posenc.SinusoidTable(5, 3, 6)
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("element %d: %v, want %v", i, got[i], want[i])
+	for _, tc := range []struct {
+		scale, want float64 // option, expected multiplier
+	}{
+		{0, 1 / math.Sqrt(6)}, // default 1/√d
+		{1, 1},                // the paper's unscaled table
+		{0.5, 0.5},
+	} {
+		enc, err := posenc.New("sinusoidal", posenc.Options{SinusoidalScale: tc.scale})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := addInput(t, enc, graph.NewParams(tensor.Float64, 1), 5, 3, 6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := posenc.SinusoidTable(5, 3, 6)
+		for i := range want {
+			if math.Abs(got[i]-tc.want*want[i]) > 1e-15 {
+				t.Fatalf("scale %v, element %d: %v, want %v", tc.scale, i, got[i], tc.want*want[i])
+			}
 		}
 	}
+	if _, err := posenc.New("sinusoidal", posenc.Options{SinusoidalScale: -1}); err == nil || !strings.Contains(err.Error(), "negative") {
+		t.Fatalf("negative scale: %v", err)
+	}
+	enc, _ := posenc.New("sinusoidal", posenc.Options{})
 	// far beyond any training length: still defined
 	if _, err := addInput(t, enc, graph.NewParams(tensor.Float64, 1), 10000, 4, 6); err != nil {
 		t.Fatal(err)
