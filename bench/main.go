@@ -14,8 +14,8 @@
 // sides compute the same loss and gradient norm from the same weights and
 // batch.
 //
-//	go run -tags openblas ./bench  # OpenBLAS (libopenblas-dev), full run (about 10 minutes)
-//	go run ./bench                 # default build: gonum BLAS
+//	go run ./bench                 # full run (about 10 minutes); OpenBLAS if installed
+//	RPE_BLAS=gonum go run ./bench  # gonum's pure-Go BLAS
 //	go run ./bench -fast           # quick run: fewer steps, one round
 //	go run ./bench -pos rope,alibi -steps 30 -rounds 3
 //	go run -tags purego ./bench    # pure-Go BLAS

@@ -9,9 +9,9 @@ import (
 )
 
 // This file holds the matrix kernels shared by the fused ops: a BLAS chosen at
-// build time (OpenBLAS through gonum's netlib binding with -tags openblas and
-// cgo, see blas_cgo.go; gonum's pure-Go BLAS otherwise, see blas_purego.go)
-// and the number of threads the ops use.
+// start-up (OpenBLAS loaded with dlopen when it is installed, see
+// blas_cgo.go; gonum's pure-Go BLAS otherwise and in builds without cgo, see
+// blas_purego.go) and the number of threads the ops use.
 
 // blas32 and blas64 are the BLAS of the package's kernels; Gorgonia's own
 // ops use the same implementation (set with G.Use in the build-specific
@@ -26,8 +26,9 @@ var (
 // 0 means runtime.GOMAXPROCS(0).
 var threads atomic.Int32
 
-// BLASName describes the BLAS in use, e.g. "OpenBLAS (SKYLAKEX)" or
-// "gonum (pure Go)".
+// BLASName describes the BLAS in use, e.g.
+// "OpenBLAS (Haswell, libopenblas.so.0)" or "gonum (pure Go)" (with the
+// reason when OpenBLAS was asked for and did not load).
 func BLASName() string { return blasName }
 
 // SetThreads sets the number of threads the package's kernels use (n <= 0:

@@ -1,4 +1,4 @@
-//go:build !cgo || !openblas
+//go:build !cgo || purego
 
 package graph
 
@@ -7,9 +7,9 @@ import (
 	G "gorgonia.org/gorgonia"
 )
 
-// Without -tags openblas the build uses gonum's native BLAS (also
-// Gorgonia's default); -tags purego or CGO_ENABLED=0 also drops the AVX2 C
-// kernels of kernels_cgo.go.
+// Without cgo (CGO_ENABLED=0, or no C compiler) or with -tags purego the
+// build uses gonum's native BLAS (also Gorgonia's default) and no C at all:
+// neither OpenBLAS nor the AVX2 kernels of kernels_cgo.go.
 func init() {
 	impl := gonum.Implementation{}
 	G.Use(impl)

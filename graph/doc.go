@@ -45,11 +45,15 @@
 //
 // # Performance
 //
-// Matrix products run on a BLAS chosen at build time: OpenBLAS through
-// gonum.org/v1/netlib with -tags openblas (cgo; Debian package
-// libopenblas-dev, about 4.5x faster), gonum's pure-Go BLAS otherwise (the
-// default, which builds on any machine). The same
-// BLAS is installed into Gorgonia (G.Use) for its own ops. BLASName says
+// Matrix products run on OpenBLAS where it is installed and on gonum's
+// pure-Go BLAS elsewhere, in the same binary: with cgo (the default
+// wherever a C compiler is found) the package loads libopenblas.so.0 with
+// dlopen at start-up (Debian package libopenblas0, pulled in by
+// libopenblas-dev; about 4.5x faster on the reference model) and falls back
+// to gonum if it is missing. RPE_BLAS=gonum forces gonum, RPE_BLAS=/path
+// loads another CBLAS; -tags purego or CGO_ENABLED=0 builds without any C
+// (see blas_cgo.go). The same BLAS is installed into Gorgonia (G.Use) for
+// its own ops. BLASName says
 // which is in use. OpenBLAS runs single-threaded: large products are split
 // into row or column blocks, and attention into (batch, head) pairs, over
 // Threads() goroutines (SetThreads; default GOMAXPROCS).

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # test.sh runs every test of the project, as CI does:
 #   1. go vet and gofmt;
-#   2. go test ./... (the default build), and again with -tags openblas when
-#      OpenBLAS is installed (Debian: libopenblas-dev; CI installs it) and
-#      with -tags purego (no C at all);
+#   2. go test ./... (the default build: OpenBLAS, loaded at start-up, when
+#      it is installed (Debian: libopenblas0 / libopenblas-dev; CI installs
+#      it), gonum's pure-Go BLAS otherwise), again with RPE_BLAS=gonum (the
+#      fallback path, with the AVX2 kernels) and with -tags purego (no C at
+#      all);
 #   3. the notebooks: installs what they need (scripts/setup-notebooks.sh:
 #      Debian's Jupyter, GoNB and goimports at pinned versions; idempotent,
 #      needs root for apt) and executes every notebook headless
@@ -19,16 +21,17 @@ unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go')
 if [ -n "$unformatted" ]; then
 	echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
-echo "== go test"
+if ldconfig -p 2>/dev/null | grep -q 'libopenblas\.so\.0 '; then
+	export RPE_WANT_OPENBLAS=1 # TestBLASChoice fails if the build does not load it
+	echo "== go test (default build; libopenblas.so.0 is installed, so OpenBLAS)"
+else
+	echo "== go test (default build; libopenblas.so.0 is not installed, so gonum's BLAS)"
+fi
 go test -count=1 -timeout 45m ./...
+echo "== go test with RPE_BLAS=gonum (pure-Go BLAS, AVX2 kernels)"
+RPE_BLAS=gonum go test -count=1 -timeout 20m ./graph ./layers ./posenc ./experiments/trainer
 echo "== go test -tags purego (no C)"
 go test -count=1 -timeout 20m -tags purego ./graph ./layers ./posenc
-if [ -e /usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h ] || ldconfig -p 2>/dev/null | grep -q 'libopenblas\.so '; then
-	echo "== go test -tags openblas"
-	go test -count=1 -timeout 20m -tags openblas ./graph ./layers ./posenc ./experiments/trainer ./bench
-else
-	echo "== go test -tags openblas skipped: libopenblas-dev is not installed"
-fi
 
 if [ "${SKIP_NOTEBOOKS:-0}" = 1 ]; then
 	echo "== notebooks skipped (SKIP_NOTEBOOKS=1)"
