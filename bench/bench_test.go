@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -69,5 +71,36 @@ func TestStepFLOPs(t *testing.T) {
 	}
 	if StepFLOPs(sh, "rope") != want || StepFLOPs(sh, "alibi") != want {
 		t.Fatal("rope and alibi add no products")
+	}
+}
+
+// TestEvalChild runs the Go side of -eval on a small model: one report with
+// the timed passes of every thread count, a finite loss near ln 256 (random
+// weights), and a peak RSS at least the baseline.
+func TestEvalChild(t *testing.T) {
+	sh := Shape{Batch: 2, Seq: 32, DModel: 32, Heads: 4, Layers: 2, FFN: 64, Vocab: 256}
+	var buf strings.Builder
+	if err := evalChild(&buf, sh, "alibi", []int{1, 2}, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	var rep evalReport
+	if err := json.Unmarshal([]byte(buf.String()), &rep); err != nil {
+		t.Fatalf("report %q: %v", buf.String(), err)
+	}
+	if len(rep.Times["1t"]) != 2 || len(rep.Times["2t"]) != 2 {
+		t.Fatalf("times %v, want 2 passes at 1t and 2t", rep.Times)
+	}
+	if math.Abs(rep.Loss-math.Log(256)) > 0.5 {
+		t.Fatalf("loss %v, want about ln 256 = %.3f", rep.Loss, math.Log(256))
+	}
+	if rep.PeakRSS != 0 && rep.PeakRSS < rep.BaseRSS { // 0 where /proc is missing
+		t.Fatalf("peak RSS %d below the baseline %d", rep.PeakRSS, rep.BaseRSS)
+	}
+	o, err := parseFlags([]string{"-eval"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.shape.Batch != 4 || o.shape.Seq != 512 {
+		t.Fatalf("-eval geometry %d x %d, want 4 x 512", o.shape.Batch, o.shape.Seq)
 	}
 }

@@ -19,6 +19,7 @@
 //	go run ./bench -fast           # quick run: fewer steps, one round
 //	go run ./bench -pos rope,alibi -steps 30 -rounds 3
 //	go run -tags purego ./bench    # pure-Go BLAS
+//	go run ./bench -eval           # evaluation at 8L: forward ms/token and peak RSS, Go vs PyTorch
 //
 // The PyTorch side is bench/torch_bench.py run by Debian's /usr/bin/python3
 // (python3-torch 1.13); -python names another interpreter, -go-only skips it.
@@ -35,7 +36,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/rpe-go/rpe/graph"
@@ -50,6 +50,7 @@ type options struct {
 	goOnly, check, fast   bool
 	markdown              bool
 	shape                 Shape
+	eval, evalChild       bool
 }
 
 // sample is the timed steps of one side, encoding and thread count.
@@ -79,6 +80,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
+	run := run
+	switch {
+	case o.evalChild:
+		run = func(o options, w io.Writer) error {
+			return evalChild(w, o.shape, o.pos[0], o.threads, o.warmup, o.steps)
+		}
+	case o.eval:
+		run = runEval
+	}
 	if err := run(o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -100,11 +110,23 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.check, "check", true, "check that both sides compute the same loss and gradient norm first")
 	fs.BoolVar(&o.fast, "fast", false, "quick run: 5 steps, 1 warm-up step, 1 round")
 	fs.BoolVar(&o.markdown, "md", false, "print the table as Markdown")
+	fs.BoolVar(&o.eval, "eval", false, "benchmark evaluation instead of training: forward passes at 8L (default -batch 4 -seq 512), time and peak memory")
+	fs.BoolVar(&o.evalChild, "eval-child", false, "internal: the Go side of -eval for one encoding")
 	o.shape = ReferenceShape()
 	fs.IntVar(&o.shape.Batch, "batch", o.shape.Batch, "batch size")
 	fs.IntVar(&o.shape.Seq, "seq", o.shape.Seq, "sequence length")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if o.eval || o.evalChild {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["batch"] {
+			o.shape.Batch = EvalShape().Batch
+		}
+		if !set["seq"] {
+			o.shape.Seq = EvalShape().Seq
+		}
 	}
 	if o.fast {
 		o.steps, o.warmup, o.rounds = 5, 1, 1
@@ -292,18 +314,5 @@ func printTable(w io.Writer, o options, results []*result) {
 		}
 		rows = append(rows, row)
 	}
-	if o.markdown {
-		fmt.Fprintln(w, "| "+strings.Join(head, " | ")+" |")
-		fmt.Fprintln(w, "|"+strings.Repeat(" --- |", len(head)))
-		for _, r := range rows {
-			fmt.Fprintln(w, "| "+strings.Join(r, " | ")+" |")
-		}
-		return
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
-	for _, r := range rows {
-		fmt.Fprintln(tw, strings.Join(r, "\t")+"\t")
-	}
-	tw.Flush()
+	writeTable(w, o.markdown, head, rows)
 }

@@ -28,6 +28,14 @@ func ReferenceShape() Shape {
 	return Shape{Batch: c.Batch, Seq: c.SeqLen, DModel: m.DModel, Heads: m.Heads, Layers: m.Layers, FFN: m.FFN, Vocab: m.Vocab}
 }
 
+// EvalShape is the evaluation geometry of the extrapolation study at 8L:
+// windows of 8 x 64 = 512 tokens, 4 per pass (study EvalTokens 2048).
+func EvalShape() Shape {
+	s := ReferenceShape()
+	s.Batch, s.Seq = 4, 8*s.Seq
+	return s
+}
+
 // Tokens is the number of tokens of one batch.
 func (s Shape) Tokens() int { return s.Batch * s.Seq }
 
@@ -37,6 +45,9 @@ func (s Shape) config(pos string) trainer.Config {
 	c.Batch, c.SeqLen = s.Batch, s.Seq
 	c.Model.DModel, c.Model.Heads, c.Model.Layers, c.Model.FFN = s.DModel, s.Heads, s.Layers, s.FFN
 	c.Model.Pos = pos
+	// The PyTorch side adds the paper's unscaled sinusoid table; the scale
+	// does not change the cost.
+	c.Model.PosOpts.SinusoidalScale = 1
 	if c.Model.PosOpts.MaxLen < s.Seq {
 		c.Model.PosOpts.MaxLen = s.Seq
 	}

@@ -406,6 +406,49 @@ def serve():
         out.flush()
 
 
+def proc_status(field):
+    """A kB field of /proc/self/status in bytes (0 if missing)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k == field:
+                    return int(v.split()[0]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def eval_report(pos, B, T, threads_list, warmup, passes):
+    """The PyTorch side of go run ./bench -eval, in a fresh process: forward
+    passes (torch.no_grad, loss included) of B windows of T tokens; the pass
+    times per thread configuration, the RSS before the model is built and the
+    peak RSS (VmHWM, reset through clear_refs) from then on."""
+    base = proc_status("VmRSS")
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+    cfg = make_cfg(pos, B=B, T=T, d=128, heads=4, layers=2, ff=512, opts=dict(max_len=T))
+    m = Model(cfg)
+    g = torch.Generator().manual_seed(7)
+    ids = torch.randint(0, 256, (B, T), generator=g)
+    tg = torch.randint(0, 256, (B * T,), generator=g)
+    times, loss = {}, 0.0
+    with torch.no_grad():
+        for conf in threads_list.split(","):
+            aten, blas = (int(x) for x in conf.split("+"))
+            set_threads(aten, blas)
+            for i in range(warmup + passes):
+                t0 = time.perf_counter()
+                _, l = m.forward(ids, tg)
+                loss = l.item()
+                if i >= warmup:
+                    times.setdefault(conf, []).append(time.perf_counter() - t0)
+    return {"times": times, "base_rss": base, "peak_rss": proc_status("VmHWM"), "loss": loss}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--serve", action="store_true", help="JSON-lines server for go run ./bench")
@@ -414,7 +457,18 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--eval", action="store_true", help="evaluation benchmark (one JSON line; used by go run ./bench -eval)")
+    ap.add_argument("--B", type=int, default=4)
+    ap.add_argument("--T", type=int, default=512)
+    ap.add_argument("--threads-list", default="1+1,2+1")
     args = ap.parse_args()
+    if args.eval:
+        try:
+            rep = eval_report(args.pos, args.B, args.T, args.threads_list, args.warmup, args.steps)
+        except Exception as e:  # reported to the Go side
+            rep = {"error": f"{type(e).__name__}: {e}"}
+        print(json.dumps(rep))
+        return 0
     if args.serve:
         return serve()
     if args.self_check:

@@ -190,7 +190,7 @@ func TestMemorySampler(t *testing.T) {
 	if m.PeakHeap < 64<<20 {
 		t.Errorf("peak heap %d < 64 MiB after allocating 64 MiB", m.PeakHeap)
 	}
-	if _, ok := procStatus("VmRSS"); ok && m.PeakRSS < 64<<20 {
+	if _, ok := ProcStatus("VmRSS"); ok && m.PeakRSS < 64<<20 {
 		t.Errorf("peak RSS %d (%s) < 64 MiB after touching 64 MiB", m.PeakRSS, m.RSSSource)
 	}
 	_ = buf[len(buf)-1]

@@ -76,7 +76,7 @@ func startMemSampler(interval time.Duration) *memSampler {
 func (s *memSampler) sample() {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	rss, _ := procStatus("VmRSS")
+	rss, _ := ProcStatus("VmRSS")
 	s.mu.Lock()
 	s.m.PeakHeap = max(s.m.PeakHeap, ms.HeapAlloc)
 	s.m.PeakRSS = max(s.m.PeakRSS, rss)
@@ -91,7 +91,7 @@ func (s *memSampler) Stop() Memory {
 	m := s.m
 	m.RSSSource = "VmRSS sampled"
 	if s.hwmReset {
-		if hwm, ok := procStatus("VmHWM"); ok {
+		if hwm, ok := ProcStatus("VmHWM"); ok {
 			m.PeakRSS = max(m.PeakRSS, hwm)
 			m.RSSSource = "VmHWM"
 		}
@@ -102,8 +102,9 @@ func (s *memSampler) Stop() Memory {
 	return m
 }
 
-// procStatus reads a "kB" field of /proc/self/status, in bytes.
-func procStatus(field string) (uint64, bool) {
+// ProcStatus reads a "kB" field of /proc/self/status (VmRSS, VmHWM, ...)
+// in bytes; false where /proc is missing or the field is absent.
+func ProcStatus(field string) (uint64, bool) {
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
 		return 0, false
