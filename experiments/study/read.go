@@ -1,0 +1,133 @@
+package study
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/pkg/errors"
+)
+
+// LoadResults reads the results.json that Run or Render wrote in dir (a
+// study's output directory, e.g. results/extrapolation/full), for analysis
+// without retraining. Errors: the file is missing, not JSON, or has no
+// rows.
+func LoadResults(dir string) (*File, error) {
+	var f File
+	path := filepath.Join(dir, FileJSON)
+	if err := readJSON(path, &f); err != nil {
+		return nil, errors.WithMessage(err, "study: loading results")
+	}
+	if len(f.Rows) == 0 {
+		return nil, errors.Errorf("study: %s has no results", path)
+	}
+	return &f, nil
+}
+
+// Encodings returns the evaluated encodings in table order (the order of
+// their first row).
+func (f *File) Encodings() []string {
+	var out []string
+	for _, r := range f.Rows {
+		if !slices.Contains(out, r.Encoding) {
+			out = append(out, r.Encoding)
+		}
+	}
+	return out
+}
+
+// Lengths returns the evaluation lengths, ascending.
+func (f *File) Lengths() []int {
+	var out []int
+	for _, r := range f.Rows {
+		if !slices.Contains(out, r.EvalLen) {
+			out = append(out, r.EvalLen)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TrainLen returns the training length L of the results (0 if there are
+// none).
+func (f *File) TrainLen() int {
+	if len(f.Rows) == 0 {
+		return 0
+	}
+	return f.Rows[0].TrainLen
+}
+
+// BitsPerByte returns the bits per byte of encoding at evaluation length le
+// under protocol (ProtocolAll or ProtocolLast), aggregated over seeds, and
+// whether there is such a result.
+func (f *File) BitsPerByte(encoding string, le int, protocol string) (Cell, bool) {
+	c, ok := aggregate(f.Rows, func(r Row) float64 { return r.BitsPerByte })[cellKey{encoding, le, protocol}]
+	return c, ok
+}
+
+// Change is how an encoding's bits per byte move from Le = L to the longest
+// evaluation length it has a result at.
+type Change struct {
+	Encoding string
+	// AtL and AtMax are the mean bits per byte at L and at MaxLen.
+	AtL, AtMax float64
+	MaxLen     int
+	// Delta is AtMax - AtL: negative when the longer context helps.
+	Delta float64
+}
+
+// Changes returns the Change of every encoding under protocol, in table
+// order. Encodings without a result at L (the RoPE scalings, which equal
+// rope there) use rope's value at L; encodings with no result beyond L
+// (learned) have MaxLen = L and Delta 0.
+func (f *File) Changes(protocol string) []Change {
+	L := f.TrainLen()
+	lens := f.Lengths()
+	var out []Change
+	for _, e := range f.Encodings() {
+		c := Change{Encoding: e, MaxLen: L}
+		atL, ok := f.BitsPerByte(e, L, protocol)
+		if !ok || atL.NA {
+			atL, ok = f.BitsPerByte("rope", L, protocol)
+		}
+		if !ok || atL.NA {
+			continue
+		}
+		c.AtL, c.AtMax = atL.Mean, atL.Mean
+		for _, le := range lens {
+			if v, ok := f.BitsPerByte(e, le, protocol); ok && !v.NA && le > c.MaxLen {
+				c.MaxLen, c.AtMax = le, v.Mean
+			}
+		}
+		c.Delta = c.AtMax - c.AtL
+		out = append(out, c)
+	}
+	return out
+}
+
+// Table formats the bits per byte of protocol as an aligned text table:
+// one row per encoding, one column per length, "mean ± std" over seeds,
+// "n/a" where the model cannot run.
+func (f *File) Table(protocol string) string {
+	var b strings.Builder
+	lens := f.Lengths()
+	L := f.TrainLen()
+	fmt.Fprintf(&b, "%-13s", "encoding")
+	for _, le := range lens {
+		fmt.Fprintf(&b, " %15s", fmt.Sprintf("%d (%dL)", le, le/max(L, 1)))
+	}
+	b.WriteString("\n")
+	for _, e := range f.Encodings() {
+		fmt.Fprintf(&b, "%-13s", e)
+		for _, le := range lens {
+			s := "-"
+			if c, ok := f.BitsPerByte(e, le, protocol); ok {
+				s = fmtCell(c, true, 3)
+			}
+			fmt.Fprintf(&b, " %15s", s)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}

@@ -1,0 +1,70 @@
+package study
+
+import (
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestLoadResults(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := LoadResults(dir); err == nil || !strings.Contains(err.Error(), FileJSON) {
+		t.Fatalf("missing file: %v", err)
+	}
+	row := func(enc string, seed int64, le int, pr string, bpb float64) Row {
+		return Row{Encoding: enc, Seed: seed, TrainLen: 64, EvalLen: le, Protocol: pr, Status: StatusOK, BitsPerByte: bpb}
+	}
+	var rows []Row
+	for _, pr := range Protocols {
+		rows = append(rows,
+			row("alibi", 1, 64, pr, 3.0), row("alibi", 2, 64, pr, 3.2), // mean 3.1, std √0.02
+			row("alibi", 1, 128, pr, 2.9), row("alibi", 2, 128, pr, 3.1),
+			row("rope", 1, 64, pr, 3.0), row("rope", 1, 128, pr, 3.5),
+			row("rope-pi", 1, 128, pr, 3.9),
+			row("learned", 1, 64, pr, 3.3),
+			Row{Encoding: "learned", Seed: 1, TrainLen: 64, EvalLen: 128, Protocol: pr, Status: StatusNA, Note: "beyond"})
+	}
+	if err := writeJSON(filepath.Join(dir, FileJSON), File{Preset: "t", Rows: rows}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := LoadResults(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(f.Encodings(), ","); got != "alibi,rope,rope-pi,learned" {
+		t.Fatalf("encodings %s", got)
+	}
+	if got := f.Lengths(); len(got) != 2 || got[0] != 64 || got[1] != 128 || f.TrainLen() != 64 {
+		t.Fatalf("lengths %v, L %d", got, f.TrainLen())
+	}
+	c, ok := f.BitsPerByte("alibi", 64, ProtocolAll)
+	if !ok || c.N != 2 || math.Abs(c.Mean-3.1) > 1e-12 || math.Abs(c.Std-math.Sqrt(0.02)) > 1e-12 {
+		t.Fatalf("alibi at L: %+v %v", c, ok)
+	}
+	if c, ok := f.BitsPerByte("learned", 128, ProtocolLast); !ok || !c.NA {
+		t.Fatalf("learned beyond L: %+v %v, want n/a", c, ok)
+	}
+	want := map[string]Change{
+		"alibi":   {AtL: 3.1, AtMax: 3.0, MaxLen: 128, Delta: -0.1},
+		"rope":    {AtL: 3.0, AtMax: 3.5, MaxLen: 128, Delta: 0.5},
+		"rope-pi": {AtL: 3.0, AtMax: 3.9, MaxLen: 128, Delta: 0.9}, // rope's value at L
+		"learned": {AtL: 3.3, AtMax: 3.3, MaxLen: 64, Delta: 0},
+	}
+	ch := f.Changes(ProtocolAll)
+	if len(ch) != len(want) {
+		t.Fatalf("changes %+v", ch)
+	}
+	for _, c := range ch {
+		w := want[c.Encoding]
+		if math.Abs(c.AtL-w.AtL) > 1e-12 || math.Abs(c.AtMax-w.AtMax) > 1e-12 || c.MaxLen != w.MaxLen || math.Abs(c.Delta-w.Delta) > 1e-12 {
+			t.Errorf("%s: %+v, want %+v", c.Encoding, c, w)
+		}
+	}
+	tab := f.Table(ProtocolAll)
+	for _, s := range []string{"64 (1L)", "128 (2L)", "3.100 ± 0.141", "n/a", "rope-pi"} {
+		if !strings.Contains(tab, s) {
+			t.Errorf("table lacks %q:\n%s", s, tab)
+		}
+	}
+}
