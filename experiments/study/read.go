@@ -108,7 +108,7 @@ func (f *File) Changes(protocol string) []Change {
 
 // Table formats the bits per byte of protocol as an aligned text table:
 // one row per encoding, one column per length, "mean ± std" over seeds,
-// "n/a" where the model cannot run.
+// "n/a" where the model cannot run, "= rope" for a RoPE scaling at L.
 func (f *File) Table(protocol string) string {
 	var b strings.Builder
 	lens := f.Lengths()
@@ -124,6 +124,8 @@ func (f *File) Table(protocol string) string {
 			s := "-"
 			if c, ok := f.BitsPerByte(e, le, protocol); ok {
 				s = fmtCell(c, true, 3)
+			} else if _, rope := f.BitsPerByte("rope", le, protocol); rope && le == L {
+				s = "= rope" // a RoPE scaling at Le = L is rope itself
 			}
 			fmt.Fprintf(&b, " %15s", s)
 		}

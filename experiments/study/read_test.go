@@ -62,7 +62,7 @@ func TestLoadResults(t *testing.T) {
 		}
 	}
 	tab := f.Table(ProtocolAll)
-	for _, s := range []string{"64 (1L)", "128 (2L)", "3.100 ± 0.141", "n/a", "rope-pi"} {
+	for _, s := range []string{"64 (1L)", "128 (2L)", "3.100 ± 0.141", "n/a", "rope-pi", "= rope"} {
 		if !strings.Contains(tab, s) {
 			t.Errorf("table lacks %q:\n%s", s, tab)
 		}
