@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"math"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -102,5 +103,29 @@ func TestEvalChild(t *testing.T) {
 	}
 	if o.shape.Batch != 4 || o.shape.Seq != 512 {
 		t.Fatalf("-eval geometry %d x %d, want 4 x 512", o.shape.Batch, o.shape.Seq)
+	}
+}
+
+// BenchmarkEval8L times one evaluation pass at 8L (EvalShape: 4 windows of
+// 512 tokens, forward only, as the extrapolation study scores them) for
+// every encoding:
+//
+//	go test ./bench -run XXX -bench Eval8L -benchtime 10x
+func BenchmarkEval8L(b *testing.B) {
+	sh := EvalShape()
+	for _, pos := range Encodings {
+		b.Run(pos, func(b *testing.B) {
+			var sink strings.Builder
+			if err := evalChild(&sink, sh, pos, []int{runtime.GOMAXPROCS(0)}, 1, b.N); err != nil {
+				b.Fatal(err)
+			}
+			var rep evalReport
+			if err := json.Unmarshal([]byte(sink.String()), &rep); err != nil {
+				b.Fatal(err)
+			}
+			_, s := bestTime(rep.Times)
+			b.ReportMetric(1000*s/float64(sh.Tokens()), "ms/token")
+			b.ReportMetric(float64(sh.Tokens())/s, "tokens/s")
+		})
 	}
 }
