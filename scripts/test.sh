@@ -31,7 +31,7 @@ go test -count=1 -timeout 45m ./...
 echo "== go test with RPE_BLAS=gonum (pure-Go BLAS, AVX2 kernels)"
 RPE_BLAS=gonum go test -count=1 -timeout 20m ./graph ./layers ./posenc ./experiments/trainer
 echo "== go test -tags purego (no C)"
-go test -count=1 -timeout 20m -tags purego ./graph ./layers ./posenc
+go test -count=1 -timeout 30m -tags purego ./...
 
 if [ "${SKIP_NOTEBOOKS:-0}" = 1 ]; then
 	echo "== notebooks skipped (SKIP_NOTEBOOKS=1)"
