@@ -112,16 +112,10 @@ func (op *broadcastOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	return G.Nodes{da, db}, nil
 }
 
-func (op *broadcastOp) Do(vs ...G.Value) (_ G.Value, err error) {
-	defer recoverOp(op, &err)
-	dt, err := checkDtypes(op.name(), vs...)
-	if err != nil {
-		return nil, err
-	}
-	if dt == tensor.Float32 {
-		return broadcastDo[float32](op, vs)
-	}
-	return broadcastDo[float64](op, vs)
+func (op *broadcastOp) Do(vs ...G.Value) (G.Value, error) {
+	return dispatch(op, op.name(), vs,
+		func() (G.Value, error) { return broadcastDo[float32](op, vs) },
+		func() (G.Value, error) { return broadcastDo[float64](op, vs) })
 }
 
 func broadcastDo[T float](op *broadcastOp, vs []G.Value) (G.Value, error) {
@@ -244,16 +238,10 @@ func (op *broadcastReduceOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error)
 	return nil, noSecondDerivative(op)
 }
 
-func (op *broadcastReduceOp) Do(vs ...G.Value) (_ G.Value, err error) {
-	defer recoverOp(op, &err)
-	dt, err := checkDtypes(op, vs...)
-	if err != nil {
-		return nil, err
-	}
-	if dt == tensor.Float32 {
-		return broadcastReduceDo[float32](op, vs)
-	}
-	return broadcastReduceDo[float64](op, vs)
+func (op *broadcastReduceOp) Do(vs ...G.Value) (G.Value, error) {
+	return dispatch(op, op, vs,
+		func() (G.Value, error) { return broadcastReduceDo[float32](op, vs) },
+		func() (G.Value, error) { return broadcastReduceDo[float64](op, vs) })
 }
 
 func broadcastReduceDo[T float](op *broadcastReduceOp, vs []G.Value) (G.Value, error) {

@@ -255,16 +255,10 @@ func (op *attnProbsOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	return res, nil
 }
 
-func (op *attnProbsOp) Do(vs ...G.Value) (_ G.Value, err error) {
-	defer recoverOp(op, &err)
-	dt, err := checkDtypes(op, vs...)
-	if err != nil {
-		return nil, err
-	}
-	if dt == tensor.Float32 {
-		return attnProbsDo[float32](op, vs)
-	}
-	return attnProbsDo[float64](op, vs)
+func (op *attnProbsOp) Do(vs ...G.Value) (G.Value, error) {
+	return dispatch(op, op, vs,
+		func() (G.Value, error) { return attnProbsDo[float32](op, vs) },
+		func() (G.Value, error) { return attnProbsDo[float64](op, vs) })
 }
 
 func attnProbsDo[T float](op *attnProbsOp, vs []G.Value) (G.Value, error) {
@@ -514,16 +508,10 @@ func (op *headMatMulOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) 
 	return G.Nodes{da, db}, nil
 }
 
-func (op *headMatMulOp) Do(vs ...G.Value) (_ G.Value, err error) {
-	defer recoverOp(op, &err)
-	dt, err := checkDtypes(op, vs...)
-	if err != nil {
-		return nil, err
-	}
-	if dt == tensor.Float32 {
-		return headMatMulDo[float32](op, vs)
-	}
-	return headMatMulDo[float64](op, vs)
+func (op *headMatMulOp) Do(vs ...G.Value) (G.Value, error) {
+	return dispatch(op, op, vs,
+		func() (G.Value, error) { return headMatMulDo[float32](op, vs) },
+		func() (G.Value, error) { return headMatMulDo[float64](op, vs) })
 }
 
 func headMatMulDo[T float](op *headMatMulOp, vs []G.Value) (G.Value, error) {
@@ -672,16 +660,10 @@ func (op *headsOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	return G.Nodes{d}, err
 }
 
-func (op *headsOp) Do(vs ...G.Value) (_ G.Value, err error) {
-	defer recoverOp(op, &err)
-	dt, err := checkDtypes(op, vs...)
-	if err != nil {
-		return nil, err
-	}
-	if dt == tensor.Float32 {
-		return headsDo[float32](op, vs[0])
-	}
-	return headsDo[float64](op, vs[0])
+func (op *headsOp) Do(vs ...G.Value) (G.Value, error) {
+	return dispatch(op, op, vs,
+		func() (G.Value, error) { return headsDo[float32](op, vs[0]) },
+		func() (G.Value, error) { return headsDo[float64](op, vs[0]) })
 }
 
 func headsDo[T float](op *headsOp, v G.Value) (G.Value, error) {
@@ -775,16 +757,10 @@ func (op *swapOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	return G.Nodes{d}, err
 }
 
-func (op *swapOp) Do(vs ...G.Value) (_ G.Value, err error) {
-	defer recoverOp(op, &err)
-	dt, err := checkDtypes(op, vs...)
-	if err != nil {
-		return nil, err
-	}
-	if dt == tensor.Float32 {
-		return swapDo[float32](op, vs[0])
-	}
-	return swapDo[float64](op, vs[0])
+func (op *swapOp) Do(vs ...G.Value) (G.Value, error) {
+	return dispatch(op, op, vs,
+		func() (G.Value, error) { return swapDo[float32](op, vs[0]) },
+		func() (G.Value, error) { return swapDo[float64](op, vs[0]) })
 }
 
 func swapDo[T float](op *swapOp, v G.Value) (G.Value, error) {

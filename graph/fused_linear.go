@@ -172,16 +172,10 @@ func (op *linearOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	return G.Nodes{dx, dw, db}, nil
 }
 
-func (op *linearOp) Do(vs ...G.Value) (_ G.Value, err error) {
-	defer recoverOp(op, &err)
-	dt, err := checkDtypes(op, vs...)
-	if err != nil {
-		return nil, err
-	}
-	if dt == tensor.Float32 {
-		return linearDo[float32](op, vs)
-	}
-	return linearDo[float64](op, vs)
+func (op *linearOp) Do(vs ...G.Value) (G.Value, error) {
+	return dispatch(op, op, vs,
+		func() (G.Value, error) { return linearDo[float32](op, vs) },
+		func() (G.Value, error) { return linearDo[float64](op, vs) })
 }
 
 func linearDo[T float](op *linearOp, vs []G.Value) (G.Value, error) {

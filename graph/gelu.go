@@ -92,16 +92,10 @@ func (op *geluOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	return G.Nodes{dx}, nil
 }
 
-func (op *geluOp) Do(vs ...G.Value) (_ G.Value, err error) {
-	defer recoverOp(op, &err)
-	dt, err := checkDtypes(op, vs...)
-	if err != nil {
-		return nil, err
-	}
-	if dt == tensor.Float32 {
-		return geluDo[float32](op, vs)
-	}
-	return geluDo[float64](op, vs)
+func (op *geluOp) Do(vs ...G.Value) (G.Value, error) {
+	return dispatch(op, op, vs,
+		func() (G.Value, error) { return geluDo[float32](op, vs) },
+		func() (G.Value, error) { return geluDo[float64](op, vs) })
 }
 
 func geluDo[T float](op *geluOp, vs []G.Value) (G.Value, error) {

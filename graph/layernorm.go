@@ -95,16 +95,10 @@ func (op *layerNormOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	return G.Nodes{dx, dg, db}, nil
 }
 
-func (op *layerNormOp) Do(vs ...G.Value) (_ G.Value, err error) {
-	defer recoverOp(op, &err)
-	dt, err := checkDtypes("LayerNorm", vs...)
-	if err != nil {
-		return nil, err
-	}
-	if dt == tensor.Float32 {
-		return layerNormDo[float32](op, vs)
-	}
-	return layerNormDo[float64](op, vs)
+func (op *layerNormOp) Do(vs ...G.Value) (G.Value, error) {
+	return dispatch(op, "LayerNorm", vs,
+		func() (G.Value, error) { return layerNormDo[float32](op, vs) },
+		func() (G.Value, error) { return layerNormDo[float64](op, vs) })
 }
 
 func layerNormDo[T float](op *layerNormOp, vs []G.Value) (G.Value, error) {
@@ -189,16 +183,10 @@ func (op *layerNormGradXOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) 
 	return nil, noSecondDerivative(op)
 }
 
-func (op *layerNormGradXOp) Do(vs ...G.Value) (_ G.Value, err error) {
-	defer recoverOp(op, &err)
-	dt, err := checkDtypes(op, vs...)
-	if err != nil {
-		return nil, err
-	}
-	if dt == tensor.Float32 {
-		return layerNormGradXDo[float32](op, vs)
-	}
-	return layerNormGradXDo[float64](op, vs)
+func (op *layerNormGradXOp) Do(vs ...G.Value) (G.Value, error) {
+	return dispatch(op, op, vs,
+		func() (G.Value, error) { return layerNormGradXDo[float32](op, vs) },
+		func() (G.Value, error) { return layerNormGradXDo[float64](op, vs) })
 }
 
 func layerNormGradXDo[T float](op *layerNormGradXOp, vs []G.Value) (G.Value, error) {

@@ -90,6 +90,22 @@ func noSecondDerivative(op fmt.Stringer) error {
 	return errors.Errorf("graph: %v is a gradient op and has no derivative (second derivatives are not implemented)", op)
 }
 
+// dispatch is the body of most ops' Do: it turns a panic in the kernel into
+// an error naming op (recoverOp), checks that the float inputs vs share a
+// dtype (checkDtypes, errors naming name), and runs the float32 or float64
+// instantiation of the kernel.
+func dispatch(op fmt.Stringer, name any, vs []G.Value, f32, f64 func() (G.Value, error)) (_ G.Value, err error) {
+	defer recoverOp(op, &err)
+	dt, err := checkDtypes(name, vs...)
+	if err != nil {
+		return nil, err
+	}
+	if dt == tensor.Float32 {
+		return f32()
+	}
+	return f64()
+}
+
 // recoverOp turns a panic in an op's Do into an error naming the op, since a
 // panic inside Gorgonia's tape machine goroutine would end the process.
 func recoverOp(op fmt.Stringer, err *error) {

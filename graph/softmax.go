@@ -100,16 +100,10 @@ func (op *maskedSoftmaxOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, erro
 	return G.Nodes{dx, nil}, nil
 }
 
-func (op *maskedSoftmaxOp) Do(vs ...G.Value) (_ G.Value, err error) {
-	defer recoverOp(op, &err)
-	dt, err := checkDtypes("MaskedSoftmax", vs...)
-	if err != nil {
-		return nil, err
-	}
-	if dt == tensor.Float32 {
-		return maskedSoftmaxDo[float32](op, vs)
-	}
-	return maskedSoftmaxDo[float64](op, vs)
+func (op *maskedSoftmaxOp) Do(vs ...G.Value) (G.Value, error) {
+	return dispatch(op, "MaskedSoftmax", vs,
+		func() (G.Value, error) { return maskedSoftmaxDo[float32](op, vs) },
+		func() (G.Value, error) { return maskedSoftmaxDo[float64](op, vs) })
 }
 
 func maskedSoftmaxDo[T float](op *maskedSoftmaxOp, vs []G.Value) (G.Value, error) {
@@ -187,16 +181,10 @@ func (op *softmaxGradOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
 	return nil, noSecondDerivative(op)
 }
 
-func (op *softmaxGradOp) Do(vs ...G.Value) (_ G.Value, err error) {
-	defer recoverOp(op, &err)
-	dt, err := checkDtypes(op, vs...)
-	if err != nil {
-		return nil, err
-	}
-	if dt == tensor.Float32 {
-		return softmaxGradDo[float32](op, vs)
-	}
-	return softmaxGradDo[float64](op, vs)
+func (op *softmaxGradOp) Do(vs ...G.Value) (G.Value, error) {
+	return dispatch(op, op, vs,
+		func() (G.Value, error) { return softmaxGradDo[float32](op, vs) },
+		func() (G.Value, error) { return softmaxGradDo[float64](op, vs) })
 }
 
 func softmaxGradDo[T float](op *softmaxGradOp, vs []G.Value) (G.Value, error) {
