@@ -192,14 +192,9 @@ func (op *relOp) Do(vs ...G.Value) (G.Value, error) {
 	if len(vs) != 1 {
 		return nil, errors.Errorf("graph: %v: expected 1 input, got %d", op, len(vs))
 	}
-	dt, err := checkDtypes(op, vs...)
-	if err != nil {
-		return nil, err
-	}
-	if dt == tensor.Float32 {
-		return relDo[float32](op, vs[0])
-	}
-	return relDo[float64](op, vs[0])
+	return dispatch(op, op, vs,
+		func() (G.Value, error) { return relDo[float32](op, vs[0]) },
+		func() (G.Value, error) { return relDo[float64](op, vs[0]) })
 }
 
 func relDo[T float](op *relOp, v G.Value) (G.Value, error) {

@@ -193,14 +193,9 @@ func (op *rotaryOp) Do(vs ...G.Value) (G.Value, error) {
 	if len(vs) != 1 {
 		return nil, errors.Errorf("graph: %v: expected 1 input, got %d", op, len(vs))
 	}
-	dt, err := checkDtypes(op, vs...)
-	if err != nil {
-		return nil, err
-	}
-	if dt == tensor.Float32 {
-		return rotaryDo[float32](op, vs[0])
-	}
-	return rotaryDo[float64](op, vs[0])
+	return dispatch(op, op, vs,
+		func() (G.Value, error) { return rotaryDo[float32](op, vs[0]) },
+		func() (G.Value, error) { return rotaryDo[float64](op, vs[0]) })
 }
 
 func rotaryDo[T float](op *rotaryOp, v G.Value) (G.Value, error) {
