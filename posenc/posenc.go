@@ -109,7 +109,7 @@ type Options struct {
 	MaxLen int
 	// InitStd is the init standard deviation of learnable position tables
 	// (default 0.02).
-	InitStd float64
+	InitStd float64 `opt:"pos-init-std"`
 	// Alpha multiplies every learnable bias by a learnable scalar [1]
 	// (init AlphaInit = 0.1; off by default): "t5_alpha" for the T5 table,
 	// "<prefix>/shaw_alpha" for shaw-scalar. Encodings without a learnable

@@ -39,7 +39,7 @@ type Config struct {
 	// Seed seeds the initial weights and the batch generator.
 	Seed int64
 	// Dtype is tensor.Float32 or tensor.Float64.
-	Dtype tensor.Dtype `json:"-"`
+	Dtype tensor.Dtype `json:"-" opt:"-"`
 	// EvalEvery evaluates the validation bits per byte every EvalEvery
 	// updates (0: only at the end); EvalBatch is the evaluation batch size.
 	EvalEvery, EvalBatch int
