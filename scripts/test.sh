@@ -10,6 +10,7 @@
 #      Debian's Jupyter, GoNB and goimports at pinned versions; idempotent,
 #      needs root for apt) and executes every notebook headless
 #      (scripts/run-notebooks.sh).
+#   Between 2's builds, every Go fuzz target runs for FUZZTIME (default 3s).
 # Set SKIP_NOTEBOOKS=1 to run only the Go tests.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -28,6 +29,18 @@ else
 	echo "== go test (default build; libopenblas.so.0 is not installed, so gonum's BLAS)"
 fi
 go test -count=1 -timeout 45m ./...
+echo "== fuzz targets, ${FUZZTIME:-3s} each (their seed corpora already ran above as tests)"
+# Every `func FuzzXxx` of the module, found in the sources, so a new target
+# runs here with no edit of this script. Go fuzzes one target per call.
+fuzz_found=0
+while IFS=: read -r file name; do
+	pkg=$(dirname "$file")
+	fuzz_found=$((fuzz_found + 1))
+	echo "-- $pkg $name"
+	go test -run XXX -fuzz "^${name}\$" -fuzztime "${FUZZTIME:-3s}" "$pkg" >/tmp/rpe-fuzz.log 2>&1 || {
+		cat /tmp/rpe-fuzz.log; echo "fuzz target $name in $pkg failed (the failing input is in $pkg/testdata/fuzz/$name)"; exit 1; }
+done < <(grep -rHoE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]+' . | sed 's/:func /:/' | sort)
+echo "$fuzz_found fuzz targets run"
 echo "== go test with RPE_BLAS=gonum (pure-Go BLAS, AVX2 kernels)"
 RPE_BLAS=gonum go test -count=1 -timeout 20m ./graph ./layers ./posenc ./experiments/trainer
 echo "== go test -tags purego (no C)"
