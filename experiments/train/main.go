@@ -10,11 +10,14 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/rpe-go/rpe/experiments/trainer"
 	"github.com/rpe-go/rpe/posenc"
@@ -70,7 +73,12 @@ func main() {
 	if err := c.CheckWindow(cfg.SeqLen); err != nil {
 		usage(err)
 	}
-	_, err = trainer.Run(cfg, c, trainer.RunOptions{
+	// Ctrl-C (or SIGTERM) stops before the next update and saves the
+	// checkpoint; a second signal kills the process.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() { <-ctx.Done(); stop() }()
+	_, err = trainer.Run(ctx, cfg, c, trainer.RunOptions{
 		Ckpt: *ckpt, Resume: *resume, Fresh: *fresh, SaveEvery: *saveEvery,
 		SampleLen: *sample, Prompt: *prompt, Temperature: *temp,
 		Progress: os.Stderr, Log: os.Stdout,

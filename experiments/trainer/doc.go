@@ -23,23 +23,38 @@
 // global gradient norm, sets the scheduled learning rate and applies AdamW
 // (Loshchilov & Hutter 2019), which zeroes the gradients. A NaN or infinite
 // loss or gradient norm stops training with an error naming the update,
-// before anything is modified. Run drives a whole run for the command
-// experiments/train: progress bar, periodic evaluation and checkpoints,
-// automatic resumption, a sample and a summary line.
+// before anything is modified.
+//
+// Run(ctx, cfg, corpus, RunOptions) is the engine of every run (the command
+// experiments/train and the extrapolation study): it resumes from a
+// checkpoint, trains to cfg.Steps, evaluates every cfg.EvalEvery updates and
+// at the end (unless NoEval), saves checkpoints every SaveEvery updates and
+// at the end, and prints a sample and a summary. Callers follow it with
+// hooks: OnStart (the step it starts from), BeforeStep (an error stops the
+// run), OnStep (every update, with its wall time), OnSave (after every
+// checkpoint write; an error stops the run). A cancelled context or a
+// BeforeStep error saves the checkpoint (if an update happened since the
+// last save) and returns an error wrapping ErrInterrupted; running again
+// resumes, and the losses equal those of an uninterrupted run.
 //
 // # Evaluation
 //
 // An Evaluator is a forward-only graph of [Batch, Le] built once from a
 // parameter store and reused for every window; it has no gradient nodes, so
-// evaluation never disturbs training. Eval scores non-overlapping windows of
-// Le bytes (each byte after the first, up to the last whole window, is the
-// target of exactly one window),
-// or only the last n targets of each window, and reports the mean
-// cross-entropy in bits per byte, computed in float64 from the logits. A
-// uniform model scores exactly 8. Evaluate builds, scores and releases an
-// Evaluator: the extrapolation study calls it at Le = L, 2L, 4L, 8L on one
-// store; a model that cannot run at Le (a learned table) returns the
-// layer's error.
+// evaluation never disturbs training. Evaluator.Score scores a text with
+// several protocols in one pass (lastN = 0: every target; lastN = k: the
+// last k targets of each window), returning for each a Score (summed nats,
+// tokens, windows; BitsPerByte, Perplexity). The text is cut into
+// non-overlapping windows of Le bytes; if n-1 is not a multiple of Le, one
+// more window right-aligned to the end of the text scores only the r =
+// (n-1) mod Le targets no earlier window scored, so protocol 0 scores each
+// of the n-1 targets exactly once at every Le. The cross-entropy is
+// computed in float64 from the logits and summed in window order, then
+// position order. A uniform model scores exactly 8 bits per byte. ScoreText
+// builds, scores and releases an Evaluator; Evaluate and Evaluator.Eval
+// score the full windows only with one protocol and report means. A model
+// that cannot run at Le (a learned table) returns the layer's error, which
+// wraps posenc.ErrBeyondTable.
 //
 // # Checkpoints
 //

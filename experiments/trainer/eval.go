@@ -111,6 +111,27 @@ func logSoftmaxAt(logits []float64, k int) float64 {
 	return logits[k] - m - math.Log(s)
 }
 
+// Score is the summed cross-entropy of the targets one protocol scores.
+type Score struct {
+	// Nats is the summed cross-entropy in nats over Tokens targets of
+	// Windows windows (Windows counts every window run, the tail window
+	// included, whether or not it scored a target of this protocol).
+	Nats            float64
+	Tokens, Windows int
+}
+
+// BitsPerByte is the mean cross-entropy in bits: Nats / Tokens / ln 2.
+func (s Score) BitsPerByte() float64 { return s.Nats / float64(s.Tokens) / math.Ln2 }
+
+// Perplexity is the byte-level perplexity exp(Nats/Tokens) = 2^BitsPerByte.
+func (s Score) Perplexity() float64 { return math.Exp(s.Nats / float64(s.Tokens)) }
+
+// Result converts s to the mean-based EvalResult.
+func (s Score) Result() EvalResult {
+	nats := s.Nats / float64(s.Tokens)
+	return EvalResult{BitsPerByte: nats / math.Ln2, Nats: nats, Windows: s.Windows, Tokens: s.Tokens}
+}
+
 // EvalResult is the score of a model on a text.
 type EvalResult struct {
 	// BitsPerByte is the mean cross-entropy in bits: Nats / ln 2.
@@ -121,8 +142,8 @@ type EvalResult struct {
 	Windows, Tokens int
 }
 
-// Windows returns the number of non-overlapping windows of length inputs
-// (plus one target byte) in n bytes: (n-1)/length.
+// Windows returns the number of non-overlapping full windows of length
+// inputs (plus one target byte) in n bytes: (n-1)/length.
 func Windows(n, length int) int {
 	if n < 1 || length <= 0 {
 		return 0
@@ -130,77 +151,169 @@ func Windows(n, length int) int {
 	return (n - 1) / length
 }
 
-// Eval scores data with non-overlapping windows of e.Len bytes: window w has
-// inputs data[w*Len : (w+1)*Len] and targets shifted by one, so every byte
-// after the first is a target of exactly one window (a last partial window
-// is dropped). With lastN > 0 only the last lastN targets of each window
-// are scored (each then has at least Len-lastN bytes of context); maxWindows
-// > 0 limits the number of windows. The cross-entropy is computed in
-// float64 from the logits. Errors: data too short for one window, lastN >
-// Len, a run failure.
-func (e *Evaluator) Eval(data []byte, lastN, maxWindows int) (EvalResult, error) {
-	var res EvalResult
+// ScoreWindows returns the number of windows Score runs on n bytes at
+// length le with no window limit: the full windows plus one tail window if
+// (n-1) is not a multiple of le. It is 0 if n-1 < le.
+func ScoreWindows(n, le int) int {
+	w := Windows(n, le)
+	if w > 0 && (n-1)%le != 0 {
+		w++
+	}
+	return w
+}
+
+// window is one window Score runs: inputs text[start : start+Len], targets
+// shifted by one, positions from..Len-1 scored.
+type window struct{ start, from int }
+
+// Score scores text with one Score per entry of lastNs, in one pass over
+// the windows. lastN 0 scores every target; lastN = k > 0 only the last k
+// targets of each window (positions Len-k..Len-1, which see at least Len-k
+// bytes of context).
+//
+// The text (n bytes, n-1 targets) is cut into (n-1)/Len non-overlapping
+// windows: window w has inputs text[w·Len : (w+1)·Len] at positions
+// 0..Len-1 and targets text[w·Len+1 : (w+1)·Len+1]. If r = (n-1) mod Len is
+// not 0, one more window right-aligned to the end of the text (inputs
+// text[n-1-Len : n-1]) is run and only its last r targets are counted (the
+// ones no earlier window scored); a lastN protocol counts those of the r
+// that are among the window's last lastN positions. So protocol 0 scores
+// each of the n-1 targets exactly once at every Len. maxWindows > 0 scores
+// only the first maxWindows full windows (no tail window).
+//
+// Windows go through the evaluator's [Batch, Len] graph in order (a last
+// incomplete batch is padded with repeats of a real window, which are not
+// scored). The cross-entropy is computed in float64 from the logits and
+// summed in window order, then position order.
+//
+// Errors: no protocol, a lastN outside [0, Len], text shorter than one
+// window (Len+1 bytes), a failure of the graph.
+func (e *Evaluator) Score(text []byte, lastNs []int, maxWindows int) ([]Score, error) {
 	le := e.Len
-	if lastN < 0 || lastN > le {
-		return res, errors.Errorf("eval: last-n %d outside [0, %d]", lastN, le)
+	if len(lastNs) == 0 {
+		return nil, errors.New("score: no protocol (lastNs is empty)")
 	}
-	if lastN == 0 {
-		lastN = le
+	lo := make([]int, len(lastNs)) // first position each protocol scores
+	for k, n := range lastNs {
+		if n < 0 || n > le {
+			return nil, errors.Errorf("score: last-n %d outside [0, %d]", n, le)
+		}
+		if n > 0 {
+			lo[k] = le - n
+		}
 	}
-	nw := Windows(len(data), le)
-	if nw == 0 {
-		return res, errors.Errorf("eval: %d bytes, too short for one window of %d+1 bytes", len(data), le)
+	n := len(text)
+	full := Windows(n, le)
+	if full == 0 {
+		return nil, errors.Errorf("score: %d bytes, too short for one window of %d+1 bytes", n, le)
 	}
-	if maxWindows > 0 && nw > maxWindows {
-		nw = maxWindows
+	var wins []window
+	if maxWindows > 0 {
+		full = min(full, maxWindows)
 	}
+	for w := 0; w < full; w++ {
+		wins = append(wins, window{start: w * le})
+	}
+	if r := (n - 1) % le; maxWindows <= 0 && r != 0 {
+		wins = append(wins, window{start: n - 1 - le, from: le - r})
+	}
+	out := make([]Score, len(lastNs))
 	ids := make([]int, e.Batch*le)
-	var sum float64
-	for w0 := 0; w0 < nw; w0 += e.Batch {
-		nb := min(e.Batch, nw-w0)
+	for w0 := 0; w0 < len(wins); w0 += e.Batch {
+		nb := min(e.Batch, len(wins)-w0)
 		for b := 0; b < e.Batch; b++ {
-			w := w0 + b
-			if b >= nb {
-				w = w0 // padding rows repeat a real window and are not scored
-			}
+			w := wins[w0+min(b, nb-1)] // padding rows repeat a real window
 			for j := 0; j < le; j++ {
-				ids[b*le+j] = int(data[w*le+j])
+				ids[b*le+j] = int(text[w.start+j])
 			}
 		}
 		err := e.forward(ids, func(i int, logits []float64) error {
 			b, j := i/le, i%le
-			if b >= nb || j < le-lastN {
+			if b >= nb {
 				return nil
 			}
-			sum -= logSoftmaxAt(logits, int(data[(w0+b)*le+j+1]))
-			res.Tokens++
+			w := wins[w0+b]
+			if j < w.from {
+				return nil
+			}
+			nll := -logSoftmaxAt(logits, int(text[w.start+j+1]))
+			for k := range out {
+				if j >= lo[k] {
+					out[k].Nats += nll
+					out[k].Tokens++
+				}
+			}
 			return nil
 		})
 		if err != nil {
-			return res, err
+			return nil, errors.WithMessagef(err, "score: windows %d..%d of length %d", w0, w0+nb-1, le)
 		}
 	}
-	res.Windows = nw
-	res.Nats = sum / float64(res.Tokens)
-	res.BitsPerByte = res.Nats / math.Ln2
-	return res, nil
+	for k := range out {
+		out[k].Windows = len(wins)
+	}
+	return out, nil
 }
 
-// EvalOptions configures Evaluate.
+// Eval scores the full windows of data with one protocol (see Score; the
+// tail window is not run): lastN > 0 scores only the last lastN targets of
+// each window, maxWindows > 0 limits the number of windows. It reports the
+// mean cross-entropy. Errors: as Score's.
+func (e *Evaluator) Eval(data []byte, lastN, maxWindows int) (EvalResult, error) {
+	full := Windows(len(data), e.Len)
+	if maxWindows <= 0 || maxWindows > full {
+		maxWindows = full
+	}
+	s, err := e.Score(data, []int{lastN}, maxWindows)
+	if err != nil {
+		return EvalResult{}, err
+	}
+	return s[0].Result(), nil
+}
+
+// EvalOptions configures Evaluate and ScoreText.
 type EvalOptions struct {
 	// Len is the window length Le (required).
 	Len int
-	// Batch is the number of windows per forward pass (default 8).
+	// Batch is the number of windows per forward pass (default 8; capped at
+	// the number of windows run, so a short text needs no padding).
 	Batch int
-	// LastN > 0 scores only the last LastN targets of each window.
+	// LastN > 0 scores only the last LastN targets of each window
+	// (Evaluate only; ScoreText takes a list).
 	LastN int
-	// MaxWindows > 0 limits the number of windows.
+	// MaxWindows > 0 limits the number of full windows (and runs no tail
+	// window).
 	MaxWindows int
 }
 
+// ScoreText builds an Evaluator for model over p at length opt.Len with
+// batch min(opt.Batch, windows run), scores text with every protocol of
+// lastNs (see Evaluator.Score; opt.LastN is ignored) and releases the graph.
+// A model that cannot run at opt.Len (a learned table shorter than it)
+// returns the layer's error, which wraps posenc.ErrBeyondTable.
+func ScoreText(p *graph.Params, model layers.Config, text []byte, lastNs []int, opt EvalOptions) ([]Score, error) {
+	if opt.Batch == 0 {
+		opt.Batch = 8
+	}
+	nw := ScoreWindows(len(text), opt.Len)
+	if opt.MaxWindows > 0 {
+		nw = min(Windows(len(text), opt.Len), opt.MaxWindows)
+	}
+	if nw > 0 && nw < opt.Batch {
+		opt.Batch = nw // no padding rows for a short text
+	}
+	e, err := NewEvaluator(p, model, opt.Batch, opt.Len)
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	return e.Score(text, lastNs, opt.MaxWindows)
+}
+
 // Evaluate builds an Evaluator for model over p at length opt.Len, scores
-// data (see Evaluator.Eval) and releases the graph. The extrapolation study
-// calls it at Le = L, 2L, 4L, 8L on the same Params.
+// the full windows of data with one protocol (see Evaluator.Eval) and
+// releases the graph. The extrapolation study calls it at Le = L, 2L, 4L, 8L
+// on the same Params.
 func Evaluate(p *graph.Params, model layers.Config, data []byte, opt EvalOptions) (EvalResult, error) {
 	if opt.Batch == 0 {
 		opt.Batch = 8

@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -11,7 +12,14 @@ import (
 	"github.com/schollz/progressbar/v3"
 )
 
-// RunOptions configures Run, the engine of `go run ./experiments/train`.
+// ErrInterrupted is wrapped by the error Run returns when its context is
+// cancelled or RunOptions.BeforeStep returns an error: the checkpoint is
+// saved first (if there is one and an update happened since the last
+// save), so running again with the same checkpoint resumes.
+var ErrInterrupted = errors.New("training interrupted")
+
+// RunOptions configures Run, the engine of `go run ./experiments/train` and
+// of the extrapolation study.
 type RunOptions struct {
 	// Ckpt is the checkpoint file written every SaveEvery updates and at the
 	// end ("" writes none). If it exists it is resumed from, unless Fresh.
@@ -28,18 +36,36 @@ type RunOptions struct {
 	SampleLen   int
 	Prompt      string
 	Temperature float64
+	// NoEval skips the final validation (Summary.Val stays zero); periodic
+	// evaluations (Config.EvalEvery) still run.
+	NoEval bool
 	// Progress receives the progress bar (nil: no bar).
 	Progress io.Writer
 	// Log receives messages, evaluations, the sample and the summary (nil:
 	// discarded).
 	Log io.Writer
-	// BeforeStep, if set, is called before each update (tests use it).
-	BeforeStep func(t *Trainer)
+	// OnStart, if set, is called once the trainer is ready, with the step
+	// it starts from (0, or the step of the checkpoint resumed from).
+	OnStart func(step int)
+	// BeforeStep, if set, is called before each update with the number of
+	// completed updates (the 0-based index of the update about to run). A
+	// non-nil error stops the run as a cancelled context does.
+	BeforeStep func(step int) error
+	// OnStep, if set, is called after every successful update.
+	OnStep func(r StepResult)
+	// OnSave, if set, is called after every checkpoint write with the step
+	// saved; an error stops the run and is returned.
+	OnSave func(step int) error
+
+	// testHook, if set, is called before each update with the trainer
+	// (tests poison weights with it).
+	testHook func(t *Trainer)
 }
 
 // Summary is the outcome of Run.
 type Summary struct {
-	// Val is the final validation score at length SeqLen.
+	// Val is the final validation score at length SeqLen over the whole
+	// validation text (see Evaluator.Score); zero with RunOptions.NoEval.
 	Val EvalResult
 	// StartStep is the step resumed from, Steps the step reached.
 	StartStep, Steps int
@@ -61,11 +87,20 @@ func (s *Summary) String() string {
 // Run trains cfg on c to cfg.Steps updates: it resumes from a checkpoint if
 // one is found (see RunOptions), shows a progress bar (step, loss, tokens/s,
 // ETA), evaluates the validation bits per byte every cfg.EvalEvery updates
-// and at the end, saves checkpoints, and generates a sample. If an update
-// fails (NaN or infinite loss or gradient norm) Run returns its error
-// without saving, so the checkpoint on disk stays the last good one.
-func Run(cfg Config, c *Corpus, opt RunOptions) (*Summary, error) {
+// and at the end (unless NoEval), saves checkpoints, and generates a sample.
+//
+// A cancelled ctx or a BeforeStep error stops the run before the next
+// update: the checkpoint is saved if an update happened since the last
+// save, and the error wraps ErrInterrupted. If an update fails (NaN or
+// infinite loss or gradient norm) Run returns its error without saving, so
+// the checkpoint on disk stays the last good one. The updates (batches,
+// weights, losses) are those of Trainer.TrainStep, so a run stopped and
+// resumed reproduces an uninterrupted one exactly.
+func Run(ctx context.Context, cfg Config, c *Corpus, opt RunOptions) (*Summary, error) {
 	start := time.Now()
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	logw := opt.Log
 	if logw == nil {
 		logw = io.Discard
@@ -96,6 +131,9 @@ func Run(cfg Config, c *Corpus, opt RunOptions) (*Summary, error) {
 		return nil, err
 	}
 	defer ev.Close()
+	if opt.OnStart != nil {
+		opt.OnStart(t.Step())
+	}
 
 	sum := &Summary{StartStep: t.Step()}
 	var bar *progressbar.ProgressBar
@@ -112,61 +150,97 @@ func Run(cfg Config, c *Corpus, opt RunOptions) (*Summary, error) {
 			progressbar.OptionOnCompletion(func() { fmt.Fprintln(opt.Progress) }),
 		)
 	}
+	stopBar := func() {
+		if bar != nil {
+			bar.Exit()
+			bar = nil
+		}
+	}
+	defer stopBar()
 	say := func(format string, args ...any) {
 		if bar != nil {
 			bar.Clear()
 		}
 		fmt.Fprintf(logw, format, args...)
 	}
+	saved := t.Step()
+	save := func() error {
+		if err := t.Save(opt.Ckpt); err != nil {
+			return err
+		}
+		saved = t.Step()
+		if opt.OnSave != nil {
+			if err := opt.OnSave(saved); err != nil {
+				return errors.WithMessagef(err, "after saving %s at step %d", opt.Ckpt, saved)
+			}
+		}
+		return nil
+	}
 	tokens := float64(cfg.Batch * cfg.SeqLen)
 	for t.Step() < cfg.Steps {
-		if opt.BeforeStep != nil {
-			opt.BeforeStep(t)
+		stop := ctx.Err()
+		if stop == nil && opt.BeforeStep != nil {
+			stop = opt.BeforeStep(t.Step())
+		}
+		if stop == nil && opt.testHook != nil {
+			opt.testHook(t)
+		}
+		if stop != nil {
+			stopBar()
+			return sum, interrupted(stop, t.Step(), cfg.Steps, opt.Ckpt, t.Step() > saved, save)
 		}
 		t0 := time.Now()
 		r, err := t.TrainStep()
 		dt := time.Since(t0)
 		if err != nil {
-			if bar != nil {
-				bar.Exit()
-			}
+			stopBar()
 			return sum, errors.WithMessage(err, "training stopped; the checkpoint on disk (if any) is the last good one")
 		}
+		r.Seconds = dt.Seconds()
 		sum.Train += dt
 		sum.Losses = append(sum.Losses, r.Loss)
+		if opt.OnStep != nil {
+			opt.OnStep(r)
+		}
 		if bar != nil {
 			bar.Describe(fmt.Sprintf("step %d/%d | loss %.4f | %.0f tok/s", r.Step, cfg.Steps, r.Loss,
 				float64(len(sum.Losses))*tokens/sum.Train.Seconds()))
 			bar.Add(1)
 		}
 		if cfg.EvalEvery > 0 && r.Step%cfg.EvalEvery == 0 && r.Step < cfg.Steps {
-			v, err := ev.Eval(c.Val, 0, 0)
+			v, err := validate(ev, c.Val)
 			if err != nil {
 				return sum, err
 			}
 			say("step %d: train loss %.4f, val %.4f bits/byte\n", r.Step, r.Loss, v.BitsPerByte)
 		}
 		if opt.Ckpt != "" && opt.SaveEvery > 0 && r.Step%opt.SaveEvery == 0 {
-			if err := t.Save(opt.Ckpt); err != nil {
+			if err := save(); err != nil {
 				return sum, err
 			}
 		}
 	}
 	if bar != nil {
 		bar.Finish()
+		bar = nil
 	}
 	sum.Steps = t.Step()
-	if opt.Ckpt != "" && len(sum.Losses) > 0 {
-		if err := t.Save(opt.Ckpt); err != nil {
+	if !opt.NoEval {
+		if sum.Val, err = validate(ev, c.Val); err != nil {
+			return sum, err
+		}
+		fmt.Fprintf(logw, "validation: %.4f bits/byte over %d windows of %d bytes (%d targets)\n",
+			sum.Val.BitsPerByte, sum.Val.Windows, cfg.SeqLen, sum.Val.Tokens)
+	}
+	if opt.Ckpt != "" && t.Step() > saved {
+		if err := save(); err != nil {
+			if !opt.NoEval {
+				return sum, errors.WithMessage(err, "the validation result above was computed but the checkpoint was not saved")
+			}
 			return sum, err
 		}
 		fmt.Fprintf(logw, "checkpoint: %s (step %d)\n", opt.Ckpt, t.Step())
 	}
-	if sum.Val, err = ev.Eval(c.Val, 0, 0); err != nil {
-		return sum, err
-	}
-	fmt.Fprintf(logw, "validation: %.4f bits/byte over %d windows of %d bytes (%d targets)\n",
-		sum.Val.BitsPerByte, sum.Val.Windows, cfg.SeqLen, sum.Val.Tokens)
 	if opt.SampleLen > 0 {
 		sum.Sample, err = Sample(t.Params, cfg.Model, SampleOptions{Prompt: []byte(opt.Prompt), N: opt.SampleLen,
 			Temperature: opt.Temperature, Seed: uint64(cfg.Seed), Window: cfg.SeqLen})
@@ -182,6 +256,34 @@ func Run(cfg Config, c *Corpus, opt RunOptions) (*Summary, error) {
 	}
 	fmt.Fprintln(logw, sum)
 	return sum, nil
+}
+
+// validate scores the whole validation text at the evaluator's length.
+func validate(ev *Evaluator, val []byte) (EvalResult, error) {
+	s, err := ev.Score(val, []int{0}, 0)
+	if err != nil {
+		return EvalResult{}, errors.WithMessage(err, "validation")
+	}
+	return s[0].Result(), nil
+}
+
+// interrupted saves the checkpoint if needed and returns the error wrapping
+// ErrInterrupted that says how to resume.
+func interrupted(cause error, step, steps int, ckpt string, dirty bool, save func() error) error {
+	switch {
+	case step == 0:
+		return fmt.Errorf("%w before the first update (%w); nothing to save", ErrInterrupted, cause)
+	case ckpt == "":
+		return fmt.Errorf("%w at update %d of %d (%w); no checkpoint file, so this run cannot be resumed",
+			ErrInterrupted, step, steps, cause)
+	case dirty:
+		if err := save(); err != nil {
+			return fmt.Errorf("%w at update %d of %d (%w), and saving the checkpoint failed: %v",
+				ErrInterrupted, step, steps, cause, err)
+		}
+	}
+	return fmt.Errorf("%w at update %d of %d (%w); checkpoint %s is at step %d, run the same command again to resume",
+		ErrInterrupted, step, steps, cause, ckpt, step)
 }
 
 // describe is a short description of a configuration.

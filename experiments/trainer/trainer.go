@@ -49,6 +49,8 @@ type StepResult struct {
 	GradNorm float64
 	// LR is the learning rate used.
 	LR float64
+	// Seconds is the wall time of the update (set by Run).
+	Seconds float64
 }
 
 // New validates cfg, checks that the corpus is long enough, creates the

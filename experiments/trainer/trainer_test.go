@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"bytes"
+	"context"
 	"math"
 	"os"
 	"path/filepath"
@@ -99,7 +100,7 @@ func TestNaNStops(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "ck.safetensors")
 	var good []byte
-	_, err := Run(cfg, tinyCorpus(t), RunOptions{Ckpt: path, SaveEvery: 2, BeforeStep: func(tr *Trainer) {
+	_, err := Run(context.Background(), cfg, tinyCorpus(t), RunOptions{Ckpt: path, SaveEvery: 2, testHook: func(tr *Trainer) {
 		if tr.Step() == 3 {
 			good, _ = os.ReadFile(path)
 			d := tr.Params.Value("head/w").Data().([]float64)
@@ -151,7 +152,7 @@ func TestRun(t *testing.T) {
 	cfg.EvalEvery = 2
 	path := filepath.Join(t.TempDir(), "run", "ck.safetensors")
 	var log bytes.Buffer
-	s, err := Run(cfg, tinyCorpus(t), RunOptions{Ckpt: path, SampleLen: 20, Prompt: "The ", Temperature: 1, Log: &log, Progress: &bytes.Buffer{}})
+	s, err := Run(context.Background(), cfg, tinyCorpus(t), RunOptions{Ckpt: path, SampleLen: 20, Prompt: "The ", Temperature: 1, Log: &log, Progress: &bytes.Buffer{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestRun(t *testing.T) {
 		}
 	}
 	cfg.Steps = 5
-	s2, err := Run(cfg, tinyCorpus(t), RunOptions{Ckpt: path})
+	s2, err := Run(context.Background(), cfg, tinyCorpus(t), RunOptions{Ckpt: path})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,16 +178,16 @@ func TestRun(t *testing.T) {
 	if s.Losses[2] != want[2] || s2.Losses[0] != want[3] || s2.Losses[1] != want[4] {
 		t.Errorf("losses %v + %v, uninterrupted %v", s.Losses, s2.Losses, want)
 	}
-	s3, err := Run(cfg, tinyCorpus(t), RunOptions{Ckpt: path, Fresh: true})
+	s3, err := Run(context.Background(), cfg, tinyCorpus(t), RunOptions{Ckpt: path, Fresh: true})
 	if err != nil || s3.StartStep != 0 || len(s3.Losses) != 5 {
 		t.Errorf("fresh run: %+v %v", s3, err)
 	}
 	// A checkpoint of another model is refused with a hint.
 	other := cfg
 	other.Model.DModel = 32
-	_, err = Run(other, tinyCorpus(t), RunOptions{Ckpt: path})
+	_, err = Run(context.Background(), other, tinyCorpus(t), RunOptions{Ckpt: path})
 	wantErr(t, err, "d_model=16", "-fresh")
-	_, err = Run(cfg, tinyCorpus(t), RunOptions{Resume: filepath.Join(t.TempDir(), "none.safetensors")})
+	_, err = Run(context.Background(), cfg, tinyCorpus(t), RunOptions{Resume: filepath.Join(t.TempDir(), "none.safetensors")})
 	wantErr(t, err, "none.safetensors")
 }
 
