@@ -20,8 +20,8 @@ import (
 
 // ErrInterrupted is wrapped by the error Run returns when its context is
 // cancelled or a hook stops it: what is finished is saved, and running the
-// same study again resumes.
-var ErrInterrupted = errors.New("study interrupted")
+// same study again resumes. It is the engine's trainer.ErrInterrupted.
+var ErrInterrupted = trainer.ErrInterrupted
 
 // Hooks let callers (tests) observe and interrupt a study.
 type Hooks struct {
@@ -429,84 +429,64 @@ func (r *runner) textDesc() string {
 		len(r.text), len(r.c.Val), (len(r.text)-1)/lmax, lmax, len(r.text)-1)
 }
 
-// train trains m from scratch or from its checkpoint to Steps updates,
-// saving the checkpoint and the state every SaveEvery updates and at the
-// end.
+// train trains m with the engine (trainer.Run) from scratch or from its
+// checkpoint to Steps updates: the engine saves the checkpoint every
+// SaveEvery updates, at the end and on interruption, and after each save
+// the study writes its state (train.json).
 func (r *runner) train(ctx context.Context, tag string, m ModelJob, st *trainState) (*trainState, error) {
-	tr, err := trainer.New(m.Cfg, r.c)
+	ck := r.ckptPath(m)
+	if st == nil || st.Step == 0 {
+		st = &trainState{Spec: r.trainSpec(m)}
+	}
+	units := r.trainUnits()
+	tokens := float64(m.Cfg.Batch * m.Cfg.SeqLen)
+	writeState := func(step int) error {
+		st.Step, st.Done, st.GitRev = step, step >= m.Cfg.Steps, r.opt.GitRev
+		return writeJSON(r.statePath(m), st)
+	}
+	opt := trainer.RunOptions{
+		Ckpt:      ck,
+		SaveEvery: r.plan.SaveEvery,
+		NoEval:    true,
+		OnStart: func(from int) {
+			if from > 0 {
+				r.out.Resumed++
+				r.logf("%s resuming from update %d of %d\n", tag, from, m.Cfg.Steps)
+			} else {
+				st = &trainState{Spec: r.trainSpec(m)} // a checkpoint-less start discards old timings
+			}
+			st.Step = from
+			if h := r.opt.Hooks.TrainStart; h != nil {
+				h(m.Key(), from)
+			}
+		},
+		OnStep: func(res trainer.StepResult) {
+			st.TrainSeconds += res.Seconds
+			st.TimedSteps++
+			st.LastLosses = append(st.LastLosses, res.Loss)
+			if n := len(st.LastLosses); n > 10 {
+				st.LastLosses = append([]float64(nil), st.LastLosses[n-10:]...)
+			}
+			r.describe(fmt.Sprintf("%s train %d/%d loss %.3f %.0f tok/s", tag, res.Step, m.Cfg.Steps, res.Loss,
+				float64(st.TimedSteps)*tokens/st.TrainSeconds))
+			r.add(units)
+		},
+		OnSave: writeState,
+	}
+	if h := r.opt.Hooks.BeforeStep; h != nil {
+		opt.BeforeStep = func(step int) error { return h(m.Key(), step) }
+	}
+	r.out.Trained++
+	sum, err := trainer.Run(ctx, m.Cfg, r.c, opt)
 	if err != nil {
 		return nil, errors.WithMessage(err, m.Key())
 	}
-	defer tr.Close()
-	ck := r.ckptPath(m)
-	if st != nil && st.Step > 0 {
-		if err := tr.Load(ck); err != nil {
-			if !os.IsNotExist(errors.Cause(err)) {
-				return nil, errors.WithMessagef(err, "%s: resuming (delete %s to train it again)", m.Key(), r.modelDir(m))
-			}
-			st = nil // interrupted before its first checkpoint
-		} else {
-			r.out.Resumed++
-			r.logf("%s resuming from update %d of %d\n", tag, tr.Step(), m.Cfg.Steps)
+	if !st.Done { // resumed from a finished checkpoint: nothing was saved
+		if err := writeState(sum.Steps); err != nil {
+			return nil, err
 		}
 	}
-	if st == nil || tr.Step() == 0 {
-		st = &trainState{Spec: r.trainSpec(m)}
-	}
-	st.Step = tr.Step()
-	r.out.Trained++
-	if h := r.opt.Hooks.TrainStart; h != nil {
-		h(m.Key(), tr.Step())
-	}
-	save := func() error {
-		if err := tr.Save(ck); err != nil {
-			return err
-		}
-		st.Step, st.Done, st.GitRev = tr.Step(), tr.Step() >= m.Cfg.Steps, r.opt.GitRev
-		return writeJSON(r.statePath(m), st)
-	}
-	saved := tr.Step()
-	units := r.trainUnits()
-	tokens := float64(m.Cfg.Batch * m.Cfg.SeqLen)
-	for tr.Step() < m.Cfg.Steps {
-		stop := ctx.Err()
-		if stop == nil && r.opt.Hooks.BeforeStep != nil {
-			stop = r.opt.Hooks.BeforeStep(m.Key(), tr.Step())
-		}
-		if stop != nil {
-			if tr.Step() > saved {
-				if err := save(); err != nil {
-					return nil, err
-				}
-			}
-			return nil, fmt.Errorf("%w: %s stopped at update %d of %d (%v); checkpoint saved, run the same command again to resume",
-				ErrInterrupted, m.Key(), tr.Step(), m.Cfg.Steps, stop)
-		}
-		t0 := time.Now()
-		res, err := tr.TrainStep()
-		if err != nil {
-			return nil, errors.WithMessage(err, m.Key())
-		}
-		st.TrainSeconds += time.Since(t0).Seconds()
-		st.TimedSteps++
-		st.LastLosses = append(st.LastLosses, res.Loss)
-		if n := len(st.LastLosses); n > 10 {
-			st.LastLosses = append([]float64(nil), st.LastLosses[n-10:]...)
-		}
-		r.describe(fmt.Sprintf("%s train %d/%d loss %.3f %.0f tok/s", tag, res.Step, m.Cfg.Steps, res.Loss,
-			float64(st.TimedSteps)*tokens/st.TrainSeconds))
-		r.add(units)
-		if r.plan.SaveEvery > 0 && tr.Step()%r.plan.SaveEvery == 0 && tr.Step() < m.Cfg.Steps {
-			if err := save(); err != nil {
-				return nil, err
-			}
-			saved = tr.Step()
-		}
-	}
-	if err := save(); err != nil {
-		return nil, err
-	}
-	r.logf("%s trained: %d updates, loss %.4f, %.0f ms/update, %.0f tokens/s\n", tag, tr.Step(), mean(st.LastLosses),
+	r.logf("%s trained: %d updates, loss %.4f, %.0f ms/update, %.0f tokens/s\n", tag, sum.Steps, mean(st.LastLosses),
 		1000*st.TrainSeconds/float64(max(st.TimedSteps, 1)), float64(st.TimedSteps)*tokens/max(st.TrainSeconds, 1e-9))
 	return st, nil
 }
@@ -538,6 +518,7 @@ func (r *runner) evaluate(ctx context.Context, tag string, j EvalJob, st *trainS
 		base.TrainLoss = mean(st.LastLosses)
 	}
 	lmax := j.Factors[len(j.Factors)-1] * L
+	lastNs := []int{0, L} // the protocols, in the order of Protocols: every target, the last L of each window
 	var rows []Row
 	for _, f := range j.Factors {
 		if err := ctx.Err(); err != nil {
@@ -553,10 +534,10 @@ func (r *runner) evaluate(ctx context.Context, tag string, j EvalJob, st *trainS
 			// graph allocates its values on the first run), so the timed
 			// pass below runs with the default GC.
 			first := r.text[:min(batch*le+1, len(r.text))]
-			mem = MeasureMemory(func() { ScoreWindows(params, cfg.Model, first, le, L, batch) })
+			mem = MeasureMemory(func() { trainer.ScoreText(params, cfg.Model, first, lastNs, trainer.EvalOptions{Len: le, Batch: batch}) })
 		}
 		t1 := time.Now()
-		all, last, err := ScoreWindows(params, cfg.Model, r.text, le, L, batch)
+		scores, err := trainer.ScoreText(params, cfg.Model, r.text, lastNs, trainer.EvalOptions{Len: le, Batch: batch})
 		dt := time.Since(t1)
 		r.add(r.evalUnits(le))
 		row := base
@@ -577,13 +558,13 @@ func (r *runner) evaluate(ctx context.Context, tag string, j EvalJob, st *trainS
 			return errors.WithMessagef(err, "evaluating %s at Le = %d", j.Key(), le)
 		}
 		row.Status = StatusOK
-		row.EvalMsPerToken = dt.Seconds() * 1000 / float64(all.Tokens)
+		row.EvalMsPerToken = dt.Seconds() * 1000 / float64(scores[0].Tokens)
 		if le == lmax {
 			row.PeakHeapMB = float64(mem.PeakHeap) / (1 << 20)
 			row.PeakRSSMB = float64(mem.PeakRSS) / (1 << 20)
 			row.RSSSource = mem.RSSSource
 		}
-		for i, s := range []Score{all, last} {
+		for i, s := range scores {
 			row.Protocol = Protocols[i]
 			row.BitsPerByte, row.Perplexity, row.Nats = s.BitsPerByte(), s.Perplexity(), s.Nats/float64(s.Tokens)
 			row.Windows, row.Tokens = s.Windows, s.Tokens

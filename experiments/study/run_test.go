@@ -165,7 +165,7 @@ func TestResume(t *testing.T) {
 	if !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("error %v, want ErrInterrupted", err)
 	}
-	wantErr(t, err, "alibi-seed1 stopped at update 3 of 6", "run the same command again")
+	wantErr(t, err, "alibi-seed1: training interrupted at update 3 of 6", "run the same command again")
 	if !slices.Equal(c.evals, []string{"none-seed1"}) || c.steps["none-seed1"] != 6 || c.steps["alibi-seed1"] != 3 {
 		t.Fatalf("first session: evals %v, steps %v", c.evals, c.steps)
 	}
