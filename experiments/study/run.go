@@ -534,7 +534,9 @@ func (r *runner) evaluate(ctx context.Context, tag string, j EvalJob, st *trainS
 			// graph allocates its values on the first run), so the timed
 			// pass below runs with the default GC.
 			first := r.text[:min(batch*le+1, len(r.text))]
-			mem = MeasureMemory(func() { trainer.ScoreText(params, cfg.Model, first, lastNs, trainer.EvalOptions{Len: le, Batch: batch}) })
+			mem = MeasureMemory(func() {
+				trainer.ScoreText(params, cfg.Model, first, lastNs, trainer.EvalOptions{Len: le, Batch: batch})
+			})
 		}
 		t1 := time.Now()
 		scores, err := trainer.ScoreText(params, cfg.Model, r.text, lastNs, trainer.EvalOptions{Len: le, Batch: batch})
