@@ -361,26 +361,26 @@ func (r *runner) plot(rows []Row, pr, path string) error {
 	return writeFileAtomic(path, buf.Bytes())
 }
 
-// precTicks are plot.DefaultTicks labelled with as many decimals as their
-// spacing needs (the default labels of a narrow range repeat).
+// precTicks are plot.DefaultTicks labelled with the fewest decimals (the
+// same for every label) that show each labelled tick's value exactly, to
+// 1e-9 relative: ticks at 3.05, 3.20, 3.35 print as such, not as "3.1",
+// "3.2", "3.3" (the default labels of a narrow range repeat).
 type precTicks struct{}
 
 func (precTicks) Ticks(lo, hi float64) []plot.Tick {
 	ts := plot.DefaultTicks{}.Ticks(lo, hi)
-	step := math.Inf(1)
-	prev := math.NaN()
-	for _, t := range ts {
-		if t.Label == "" {
-			continue
+	prec := 0
+	for ; prec < 15; prec++ {
+		exact := true
+		for _, t := range ts {
+			if t.Label != "" && !labelExact(t.Value, prec) {
+				exact = false
+				break
+			}
 		}
-		if !math.IsNaN(prev) {
-			step = math.Min(step, t.Value-prev)
+		if exact {
+			break
 		}
-		prev = t.Value
-	}
-	prec := 1
-	if !math.IsInf(step, 0) && step > 0 {
-		prec = max(0, int(math.Ceil(-math.Log10(step)-1e-9)))
 	}
 	for i := range ts {
 		if ts[i].Label != "" {
@@ -388,6 +388,13 @@ func (precTicks) Ticks(lo, hi float64) []plot.Tick {
 		}
 	}
 	return ts
+}
+
+// labelExact reports whether v printed with prec decimals reads back as v
+// to 1e-9 relative (1e-12 absolute near 0).
+func labelExact(v float64, prec int) bool {
+	back, err := strconv.ParseFloat(strconv.FormatFloat(v, 'f', prec, 64), 64)
+	return err == nil && math.Abs(back-v) <= math.Max(1e-9*math.Abs(v), 1e-12)
 }
 
 // darken returns c at 60% brightness.
