@@ -1,7 +1,11 @@
 package study
 
 import (
+	"context"
+	"io/fs"
 	"math"
+	"path/filepath"
+	"syscall"
 	"strconv"
 	"testing"
 )
@@ -27,5 +31,42 @@ func TestPrecTicks(t *testing.T) {
 		if n < 2 {
 			t.Errorf("range %v: %d labelled ticks", r, n)
 		}
+	}
+}
+
+// TestFileModes runs a tiny study and checks that every file it writes is
+// 0644 and every directory 0755 (CreateTemp alone makes files 0600).
+func TestFileModes(t *testing.T) {
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	dir := filepath.Join(t.TempDir(), "out")
+	p := tinyPlan("none")
+	if _, err := Run(context.Background(), p, tinyCorpus(t), Options{Dir: dir, GitRev: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		want := fs.FileMode(0o644)
+		if d.IsDir() {
+			want = 0o755
+		}
+		if info.Mode().Perm() != want {
+			t.Errorf("%s: mode %v, want %v", path, info.Mode().Perm(), want)
+		}
+		n++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 8 {
+		t.Errorf("only %d files and directories written", n)
 	}
 }

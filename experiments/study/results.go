@@ -134,7 +134,8 @@ func readJSON(path string, v any) error {
 }
 
 // writeFileAtomic writes data to a temporary file next to path and renames
-// it over path, so path is never partial.
+// it over path, so path is never partial. The file is 0644 (readable by
+// all, as results are meant to be shared), missing directories 0755.
 func writeFileAtomic(path string, data []byte) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -145,6 +146,11 @@ func writeFileAtomic(path string, data []byte) error {
 		return errors.Wrapf(err, "writing %s", path)
 	}
 	tmp := f.Name()
+	if err := f.Chmod(0o644); err != nil { // CreateTemp makes it 0600
+		f.Close()
+		os.Remove(tmp)
+		return errors.Wrapf(err, "writing %s", path)
+	}
 	if _, err := f.Write(data); err != nil {
 		f.Close()
 		os.Remove(tmp)
