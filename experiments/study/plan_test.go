@@ -201,11 +201,11 @@ func TestVariantJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]func(c trainer.Config) bool{
-		"t5-seed1":                                 func(c trainer.Config) bool { return c.Model.PosOpts.T5MaxDistance == 0 },
+		"t5-seed1": func(c trainer.Config) bool { return c.Model.PosOpts.T5MaxDistance == 0 },
 		"t5@t5-max-distance=8@t5-buckets=8-seed1": func(c trainer.Config) bool { o := c.Model.PosOpts; return o.T5MaxDistance == 8 && o.T5Buckets == 8 },
-		"sinusoidal@sinusoidal-scale=1-seed1":      func(c trainer.Config) bool { return c.Model.PosOpts.SinusoidalScale == 1 },
-		"learned@max-len=32-seed1":                 func(c trainer.Config) bool { return c.Model.PosOpts.MaxLen == 32 },
-		"rope-seed1":                               func(c trainer.Config) bool { return c.Model.PosOpts.MaxLen == 8 },
+		"sinusoidal@sinusoidal-scale=1-seed1":     func(c trainer.Config) bool { return c.Model.PosOpts.SinusoidalScale == 1 },
+		"learned@max-len=32-seed1":                func(c trainer.Config) bool { return c.Model.PosOpts.MaxLen == 32 },
+		"rope-seed1":                              func(c trainer.Config) bool { return c.Model.PosOpts.MaxLen == 8 },
 	}
 	ms := p.ModelJobs()
 	if len(ms) != len(want) {
