@@ -9,10 +9,18 @@ import (
 
 	"github.com/rpe-go/rpe/experiments/trainer"
 	"github.com/rpe-go/rpe/graph"
+	"github.com/rpe-go/rpe/internal/posnames"
 )
 
-// Encodings is the default list of position encodings benchmarked.
-var Encodings = []string{"none", "sinusoidal", "learned", "t5", "shaw", "xl", "deberta", "rope", "alibi"}
+// Encodings is the default list of position encodings benchmarked: every
+// trained encoding of posenc, in the README's table order (the RoPE
+// scalings cost what rope costs).
+var Encodings = trainable()
+
+// trainable returns the trained encodings of posenc in table order, as the
+// extrapolation study's list does. When posenc.Trainable lands, this becomes
+// `return posenc.Trainable()`.
+func trainable() []string { return posnames.Trainable() }
 
 // Shape is the model and batch geometry shared by both sides.
 type Shape struct {

@@ -208,6 +208,9 @@ class Model:
         elif pos == "alibi":
             bias = self.cached(("alibi", T), lambda: self.enc.bias(None, layer, torch.arange(T), torch.arange(T)).to(self.dtype))
             s = s + bias
+        elif pos == "shaw-scalar":
+            idx = self.cached(("shaw", T), lambda: ref.shaw_index(torch.arange(T), torch.arange(T), self.cfg["K"]))
+            s = s + self.P[a + "shaw_bias"][idx].permute(2, 0, 1)        # [H, T, T], not scaled
         return s
 
     def values(self, layer, probs, v, T):
@@ -253,7 +256,7 @@ def make_cfg(pos, B, T, d, heads, layers, ff, vocab=256, opts=None):
     o = dict(DEFAULT_OPTS)
     o.update(opts or {})
     enc = {"none": {}, "sinusoidal": {"base": o["base"]}, "learned": {"max_len": o["max_len"]},
-           "shaw": {"K": o["K"]}, "t5": {"num_buckets": o["num_buckets"], "max_distance": o["max_distance"]},
+           "shaw": {"K": o["K"]}, "shaw-scalar": {"K": o["K"]}, "t5": {"num_buckets": o["num_buckets"], "max_distance": o["max_distance"]},
            "xl": {"base": o["base"]}, "deberta": {"bucket_size": o["bucket_size"], "max_position": o["max_position"]},
            "rope": {"pairing": o["pairing"], "rotary_fraction": o["rotary_fraction"], "base": o["base"]},
            "alibi": {}}
@@ -313,7 +316,7 @@ class Runner:
 
 def self_check():
     """Every encoding, float64, tiny config: loss and gradients vs gen_golden.forward."""
-    for pos in ["none", "sinusoidal", "learned", "shaw", "t5", "xl", "deberta", "rope", "alibi"]:
+    for pos in ["none", "sinusoidal", "learned", "shaw", "shaw-scalar", "t5", "xl", "deberta", "rope", "alibi"]:
         opts = dict(K=3, num_buckets=8, max_distance=16, bucket_size=4, max_position=16, max_len=16)
         cfg = make_cfg(pos, B=2, T=8, d=32, heads=4, layers=2, ff=64, opts=opts)
         m = Model(cfg, dtype=torch.float64, seed=3)

@@ -7,10 +7,21 @@
 //
 // A Plan lists the trained encodings, the seeds, the training configuration
 // (trainer.Config), the evaluation lengths Le = f·L and the RoPE scalings.
-// Preset returns the built-in plans: "quick" (a reduced study that fits in
-// about 7 minutes on 2 CPU cores) and "full" (every trainable encoding of
-// posenc, the reference 2000-update training, 3 seeds). Plan.Validate checks
-// the plan and the corpus before anything is trained.
+// Preset returns the built-in plans: "quick" (a reduced study of 6
+// encodings, one seed and 150 updates) and "full" (every trainable encoding
+// of posenc plus FullVariants, the reference 2000-update training, 3
+// seeds). Plan.Validate checks the plan and the corpus before anything is
+// trained.
+//
+// # Variants
+//
+// A plan entry may override options of the training configuration:
+// "name@key=value@key=value", the keys being the internal/fields names of
+// trainer.Config, e.g. "t5@t5-max-distance=64" or
+// "sinusoidal@sinusoidal-scale=1" (ParseVariant). The entry's canonical
+// label (Variant.Label) names it in tables, plots, rows ("encoding") and
+// files ("<label>-seed<s>"); rows also carry the base encoding, the
+// overrides and the resolved position options.
 //
 // # Protocols
 //
@@ -49,7 +60,9 @@
 //	results.csv, results.json              all rows (one per encoding x seed
 //	                                       x length x protocol)
 //	table.md                               Markdown tables
-//	bpb_all.png, bpb_last-L.png            bits per byte against Le
+//	bpb_all.png, bpb_last-L.png            bits per byte against Le: every
+//	                                       encoding, and a zoom on those
+//	                                       within 0.1 of their value at L
 //
 // Checkpoints and results are saved as they are produced; Run skips what is
 // done, resumes an interrupted training from its checkpoint (the resumed run

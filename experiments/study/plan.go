@@ -9,6 +9,8 @@ import (
 	"github.com/pkg/errors"
 
 	"github.com/rpe-go/rpe/experiments/trainer"
+	"github.com/rpe-go/rpe/internal/fields"
+	"github.com/rpe-go/rpe/internal/posnames"
 	"github.com/rpe-go/rpe/posenc"
 )
 
@@ -31,8 +33,13 @@ var RopeScalings = []string{posenc.RopePI, posenc.RopeNTK, posenc.RopeDynamic, p
 
 // TrainableEncodings lists every encoding of posenc that is trained (the RoPE
 // scalings are evaluation-time variants of "rope"), in the order of the
-// tables: absolute encodings, then relative ones.
-var TrainableEncodings = []string{"none", "sinusoidal", "learned", "shaw", "shaw-scalar", "t5", "xl", "deberta", "rope", "alibi"}
+// tables: absolute encodings, then relative ones. It is derived from the
+// registry (trainable).
+var TrainableEncodings = trainable()
+
+// trainable returns the trained encodings of posenc in table order.
+// When posenc.Trainable lands, this becomes `return posenc.Trainable()`.
+func trainable() []string { return posnames.Trainable() }
 
 // Plan is a length-extrapolation study: one model per (encoding, seed),
 // trained with Base, each evaluated at Le = f·L for every factor f with both
@@ -48,8 +55,9 @@ type Plan struct {
 	// replaced by each encoding and its Seed by each seed; a learned table
 	// gets Model.PosOpts.MaxLen = Base.SeqLen rows.
 	Base trainer.Config
-	// Encodings are the trained encodings (names of posenc, not the RoPE
-	// scalings), in table order.
+	// Encodings are the trained encodings in table order: names of posenc
+	// (not the RoPE scalings) or variants "name@key=value@..." that
+	// override options of the training configuration (see ParseVariant).
 	Encodings []string
 	// Seeds are the seeds of the runs. The same seed gives every encoding
 	// the same batches (and, for parameters they share, the same draws).
@@ -73,6 +81,13 @@ type Plan struct {
 	SaveEvery int
 }
 
+// FullVariants are the variants the full preset trains after the plain
+// encodings: sinusoidal with the paper's unit amplitude (the library's
+// default is 1/sqrt(d_model)), and T5 and DeBERTa with their log buckets
+// ending at 64 = L, so that no bucket is left untrained at L (does their
+// loss at 8L come from buckets never trained?).
+var FullVariants = []string{"sinusoidal@sinusoidal-scale=1", "t5@t5-max-distance=64", "deberta@deberta-max-position=64"}
+
 // PresetNames lists the built-in presets.
 func PresetNames() []string { return []string{"quick", "full"} }
 
@@ -86,9 +101,10 @@ func PresetNames() []string { return []string{"quick", "full"} }
 //     reference update (batch 32), about 6 minutes in all; on the 2-core
 //     development machine it took 52 s with OpenBLAS and 2 min 40 s with
 //     gonum's pure-Go BLAS;
-//   - "full" is the reference study: every trainable encoding of posenc, the
-//     reference training of trainer.DefaultConfig (2000 updates of batch 32
-//     x 64), seeds 1, 2 and 3, the whole validation split.
+//   - "full" is the reference study: every trainable encoding of posenc and
+//     the variants FullVariants, the reference training of
+//     trainer.DefaultConfig (2000 updates of batch 32 x 64), seeds 1, 2 and
+//     3, the whole validation split.
 //
 // Both evaluate at L, 2L, 4L and 8L (64 ... 512 bytes).
 func Preset(name string) (Plan, error) {
@@ -110,7 +126,7 @@ func Preset(name string) (Plan, error) {
 		p.MaxWindows = 16
 		p.SaveEvery = 25
 	case "full":
-		p.Encodings = append([]string(nil), TrainableEncodings...)
+		p.Encodings = append(trainable(), FullVariants...)
 		p.Seeds = []int64{1, 2, 3}
 		p.SaveEvery = 100
 	default:
@@ -121,13 +137,23 @@ func Preset(name string) (Plan, error) {
 }
 
 // DescribeReductions says how p is reduced relative to the reference study
-// (every trainable encoding, 3 seeds, trainer.DefaultConfig's training, the
+// (every trainable encoding, plain or as a variant, 3 seeds, trainer.DefaultConfig's training, the
 // whole validation split); "" if it is not.
 func DescribeReductions(p Plan) string {
 	ref := trainer.DefaultConfig()
 	var r []string
-	if len(p.Encodings) < len(TrainableEncodings) {
-		r = append(r, fmt.Sprintf("%d of %d encodings", len(p.Encodings), len(TrainableEncodings)))
+	all := trainable()
+	covered := 0
+	for _, e := range all {
+		for _, v := range p.Encodings {
+			if b, _, _ := strings.Cut(v, "@"); b == e {
+				covered++
+				break
+			}
+		}
+	}
+	if covered < len(all) {
+		r = append(r, fmt.Sprintf("%d of %d encodings", covered, len(all)))
 	}
 	if len(p.Seeds) < 3 {
 		r = append(r, fmt.Sprintf("%d seed(s) instead of 3", len(p.Seeds)))
@@ -164,25 +190,54 @@ func (p Plan) Lengths() []int {
 	return out
 }
 
-// Config returns the training configuration of encoding enc and seed.
+// Config returns the training configuration of encoding enc (a name or a
+// variant "name@key=value@...", see ParseVariant) and seed: Base with
+// Model.Pos = the name, Seed = seed, Model.PosOpts.MaxLen = SeqLen (a
+// learned table covers the training length), then the variant's overrides.
+// A spec that does not parse is left whole in Model.Pos (Validate reports
+// it).
 func (p Plan) Config(enc string, seed int64) trainer.Config {
 	c := p.Base
 	c.Model.Pos = enc
 	c.Seed = seed
 	c.Model.PosOpts.MaxLen = c.SeqLen // a learned table covers the training length
+	if v, err := ParseVariant(enc); err == nil {
+		if v.apply(&c) != nil {
+			c.Model.Pos = enc // not a valid encoding: Validate reports it
+		}
+	}
 	return c
+}
+
+// label returns the canonical label of plan entry enc (the entry itself if
+// it does not parse).
+func label(enc string) string {
+	if v, err := ParseVariant(enc); err == nil {
+		return v.Label()
+	}
+	return enc
+}
+
+// Labels returns the canonical labels of the trained encodings (see
+// Variant.Label), in table order.
+func (p Plan) Labels() []string {
+	out := make([]string, len(p.Encodings))
+	for i, e := range p.Encodings {
+		out[i] = label(e)
+	}
+	return out
 }
 
 // hasRope reports whether the RoPE scalings are evaluated.
 func (p Plan) hasRope() bool {
-	return slices.Contains(p.Encodings, posenc.RopePlain) && len(p.Scalings) > 0
+	return slices.Contains(p.Labels(), posenc.RopePlain) && len(p.Scalings) > 0
 }
 
-// EvalNames returns the encodings as evaluated, in table order: the trained
-// encodings, with the RoPE scalings right after "rope".
+// EvalNames returns the encodings as evaluated, in table order: the labels
+// of the trained encodings, with the RoPE scalings right after "rope".
 func (p Plan) EvalNames() []string {
 	var out []string
-	for _, e := range p.Encodings {
+	for _, e := range p.Labels() {
 		out = append(out, e)
 		if e == posenc.RopePlain && p.hasRope() {
 			out = append(out, p.Scalings...)
@@ -193,12 +248,15 @@ func (p Plan) EvalNames() []string {
 
 // ModelJob is the training of one (encoding, seed).
 type ModelJob struct {
+	// Encoding is the label of the plan entry (a name of posenc, or a
+	// variant's canonical label); Cfg.Model.Pos is the posenc name.
 	Encoding string
 	Seed     int64
 	Cfg      trainer.Config
 }
 
-// Key names the job's directory: "<encoding>-seed<seed>".
+// Key names the job's directory: "<encoding>-seed<seed>" (a variant's label
+// holds only letters, digits and "@=._+-", so the key is a safe file name).
 func (j ModelJob) Key() string { return fmt.Sprintf("%s-seed%d", j.Encoding, j.Seed) }
 
 // EvalJob is the evaluation of a trained model with one encoding (the
@@ -219,7 +277,7 @@ func (p Plan) ModelJobs() []ModelJob {
 	var out []ModelJob
 	for _, s := range p.Seeds {
 		for _, e := range p.Encodings {
-			out = append(out, ModelJob{Encoding: e, Seed: s, Cfg: p.Config(e, s)})
+			out = append(out, ModelJob{Encoding: label(e), Seed: s, Cfg: p.Config(e, s)})
 		}
 	}
 	return out
@@ -246,8 +304,9 @@ func (p Plan) EvalJobs(m ModelJob) []EvalJob {
 }
 
 // EvalModel returns the model configuration of an evaluation at length le:
-// the trained model with its encoding replaced by a scaling, RopeScale =
-// le/L and RopeTrainLen = L.
+// the trained model's (a variant's overrides included), with, for a RoPE
+// scaling, its encoding replaced by the scaling, RopeScale = le/L and
+// RopeTrainLen = L.
 func (p Plan) EvalModel(j EvalJob, le int) (cfg trainer.Config) {
 	cfg = j.Model.Cfg
 	if j.Encoding != j.Model.Encoding {
@@ -275,7 +334,7 @@ func (p Plan) EvalText(val []byte) ([]byte, error) {
 }
 
 // Validate checks the plan and the corpus before anything is trained: known,
-// trainable, distinct encodings; scalings of RoPE; seeds; factors; every
+// trainable, distinct encodings and well-formed variants; scalings of RoPE; seeds; factors; every
 // configuration; a corpus whose training part holds a window of L+1 bytes
 // and whose validation part holds one of 8L+1 (the longest length) bytes.
 func (p Plan) Validate(c *trainer.Corpus) error {
@@ -287,17 +346,22 @@ func (p Plan) Validate(c *trainer.Corpus) error {
 	}
 	known := posenc.Names()
 	seen := map[string]bool{}
-	for _, e := range p.Encodings {
+	for _, spec := range p.Encodings {
+		v, err := ParseVariant(spec)
+		if err != nil {
+			return errors.WithMessage(err, "plan")
+		}
+		e := v.Base
 		switch {
 		case slices.Contains(RopeScalings, e):
 			return errors.Errorf("plan: %q is an evaluation-time scaling of rope, not a trained encoding (it is evaluated on the rope model; valid trained encodings: %s)",
-				e, strings.Join(TrainableEncodings, ", "))
+				e, strings.Join(trainable(), ", "))
 		case !slices.Contains(known, e):
-			return errors.Errorf("plan: unknown encoding %q (valid: %s)", e, strings.Join(TrainableEncodings, ", "))
-		case seen[e]:
-			return errors.Errorf("plan: encoding %q listed twice", e)
+			return errors.Errorf("plan: unknown encoding %q (valid: %s)", e, strings.Join(trainable(), ", "))
+		case seen[v.Label()]:
+			return errors.Errorf("plan: encoding %q listed twice", v.Label())
 		}
-		seen[e] = true
+		seen[v.Label()] = true
 	}
 	for _, s := range p.Scalings {
 		if !slices.Contains(RopeScalings, s) {
@@ -358,6 +422,104 @@ func (p Plan) Validate(c *trainer.Corpus) error {
 	}
 	if _, err := p.EvalText(c.Val); err != nil {
 		return errors.WithMessagef(err, "corpus %s", corpusName(c))
+	}
+	return nil
+}
+
+// Variant is a plan entry: an encoding of posenc trained with some options
+// of the training configuration overridden. It is written
+// "name@key=value@key=value...", the keys being the internal/fields names of
+// trainer.Config ("t5@t5-max-distance=64", "sinusoidal@sinusoidal-scale=1");
+// a plain name is a variant without overrides.
+type Variant struct {
+	// Base is the encoding's name in posenc ("t5").
+	Base string
+	// Overrides are the options set, in the order written, each value in
+	// the canonical form of fields.Field.String ("1" for "1.0").
+	Overrides []Override
+}
+
+// Override sets the option Key (a fields name of trainer.Config) to Value.
+type Override struct{ Key, Value string }
+
+// forbiddenKeys are options a variant may not override: they are set by the
+// plan for every model.
+var forbiddenKeys = map[string]string{
+	"pos":     "the encoding is the name before the first @",
+	"seed":    "seeds are the plan's",
+	"seq-len": "every model of a study trains at the same L",
+}
+
+// ParseVariant parses a plan entry "name@key=value@key=value...". Errors
+// name the problem: an empty name, an override without "=", an unknown key
+// (the error lists the valid ones, from package fields), a key the plan
+// sets itself (pos, seed, seq-len), a key given twice, a value of the wrong
+// kind, or a value with characters other than letters, digits and "._+-"
+// (labels name files). It does not check that the name is an encoding of
+// posenc (Plan.Validate does).
+func ParseVariant(spec string) (Variant, error) {
+	parts := strings.Split(spec, "@")
+	v := Variant{Base: parts[0]}
+	if v.Base == "" {
+		return Variant{}, errors.Errorf("variant %q: no encoding name before the first @", spec)
+	}
+	var cfg trainer.Config
+	for _, kv := range parts[1:] {
+		key, val, ok := strings.Cut(kv, "=")
+		if !ok || key == "" || val == "" {
+			return Variant{}, errors.Errorf("variant %q: override %q is not key=value", spec, kv)
+		}
+		if why, bad := forbiddenKeys[key]; bad {
+			return Variant{}, errors.Errorf("variant %q: option %q cannot be overridden (%s)", spec, key, why)
+		}
+		f, err := fields.Lookup(&cfg, key)
+		if err != nil {
+			return Variant{}, errors.WithMessagef(err, "variant %q", spec)
+		}
+		for _, o := range v.Overrides {
+			if o.Key == key {
+				return Variant{}, errors.Errorf("variant %q: option %q given twice", spec, key)
+			}
+		}
+		if strings.Trim(val, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+-") != "" {
+			return Variant{}, errors.Errorf("variant %q: value %q of %s may hold only letters, digits and . _ + - (it names files)", spec, val, key)
+		}
+		if err := f.Set(val); err != nil {
+			return Variant{}, errors.WithMessagef(err, "variant %q", spec)
+		}
+		v.Overrides = append(v.Overrides, Override{Key: key, Value: f.String()})
+	}
+	return v, nil
+}
+
+// Label is the variant's name in tables, plots, result rows and file names:
+// "name@key=value@..." with canonical values (the name alone without
+// overrides). It holds only letters, digits and "@=._+-".
+func (v Variant) Label() string {
+	if o := v.OverridesString(); o != "" {
+		return v.Base + "@" + o
+	}
+	return v.Base
+}
+
+// OverridesString is "key=value@key=value..." ("" without overrides), the
+// label without the name.
+func (v Variant) OverridesString() string {
+	s := make([]string, len(v.Overrides))
+	for i, o := range v.Overrides {
+		s[i] = o.Key + "=" + o.Value
+	}
+	return strings.Join(s, "@")
+}
+
+// apply sets Model.Pos = Base and the overrides on cfg. The values were
+// checked by ParseVariant, so it does not fail on a parsed Variant.
+func (v Variant) apply(cfg *trainer.Config) error {
+	cfg.Model.Pos = v.Base
+	for _, o := range v.Overrides {
+		if err := fields.Set(cfg, o.Key, o.Value); err != nil {
+			return errors.WithMessagef(err, "variant %q", v.Label())
+		}
 	}
 	return nil
 }

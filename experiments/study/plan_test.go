@@ -62,11 +62,21 @@ func TestPresets(t *testing.T) {
 		}
 	}
 	full, _ := Preset("full")
-	got := slices.Clone(full.Encodings)
+	var got []string
+	for _, e := range full.Encodings {
+		if !strings.Contains(e, "@") {
+			got = append(got, e)
+		}
+	}
 	slices.Sort(got)
 	slices.Sort(trainable)
 	if !slices.Equal(got, trainable) {
 		t.Errorf("full preset trains %v; posenc's trainable encodings are %v", got, trainable)
+	}
+	for _, v := range []string{"sinusoidal@sinusoidal-scale=1", "t5@t5-max-distance=64", "deberta@deberta-max-position=64"} {
+		if !slices.Contains(full.Encodings, v) {
+			t.Errorf("full preset lacks the variant %s", v)
+		}
 	}
 	ref := trainer.DefaultConfig()
 	if full.Base.Steps != ref.Steps || full.Base.Batch != ref.Batch || len(full.Seeds) != 3 || full.MaxWindows != 0 || full.Reduced != "" {
@@ -137,5 +147,108 @@ func TestEvalText(t *testing.T) {
 	wantErr(t, err, "32 bytes", "33 bytes")
 	if text, err = p.EvalText(val[:33]); err != nil || len(text) != 33 {
 		t.Errorf("one window: %d, %v", len(text), err)
+	}
+}
+
+func TestParseVariant(t *testing.T) {
+	for _, c := range []struct {
+		spec, label, base, overrides string
+		err                          []string // substrings of the error; nil: valid
+	}{
+		{spec: "t5", label: "t5", base: "t5"},
+		{spec: "t5@t5-max-distance=64", label: "t5@t5-max-distance=64", base: "t5", overrides: "t5-max-distance=64"},
+		{spec: "sinusoidal@sinusoidal-scale=1.0", label: "sinusoidal@sinusoidal-scale=1", base: "sinusoidal", overrides: "sinusoidal-scale=1"},
+		{spec: "rope@rope-pairing=interleaved@rope-base=500", label: "rope@rope-pairing=interleaved@rope-base=500", base: "rope",
+			overrides: "rope-pairing=interleaved@rope-base=500"},
+		{spec: "t5@alpha=true", label: "t5@alpha=true", base: "t5", overrides: "alpha=true"},
+		{spec: "", err: []string{"no encoding name"}},
+		{spec: "@t5-max-distance=64", err: []string{"no encoding name"}},
+		{spec: "t5@", err: []string{`override ""`, "key=value"}},
+		{spec: "t5@t5-max-distance", err: []string{"t5-max-distance", "key=value"}},
+		{spec: "t5@t5-max-distanse=64", err: []string{`"t5-max-distanse"`, "valid:", "t5-max-distance", "deberta-max-position"}},
+		{spec: "t5@t5-max-distance=sixty", err: []string{"t5-max-distance", `"sixty"`, "integer"}},
+		{spec: "t5@t5-max-distance=64@t5-max-distance=32", err: []string{"given twice"}},
+		{spec: "t5@seed=3", err: []string{`"seed"`, "cannot be overridden"}},
+		{spec: "t5@pos=alibi", err: []string{`"pos"`, "cannot be overridden"}},
+		{spec: "t5@seq-len=128", err: []string{`"seq-len"`, "cannot be overridden"}},
+		{spec: "rope@rope-pairing=a/b", err: []string{`"a/b"`, "letters, digits"}},
+	} {
+		v, err := ParseVariant(c.spec)
+		if c.err != nil {
+			wantErr(t, err, c.err...)
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", c.spec, err)
+			continue
+		}
+		if v.Label() != c.label || v.Base != c.base || v.OverridesString() != c.overrides {
+			t.Errorf("%q: label %q base %q overrides %q, want %q %q %q", c.spec, v.Label(), v.Base, v.OverridesString(),
+				c.label, c.base, c.overrides)
+		}
+		if strings.Trim(v.Label(), "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@=._+-") != "" {
+			t.Errorf("%q: label %q is not a safe file name", c.spec, v.Label())
+		}
+	}
+}
+
+// TestVariantJobs checks that a variant's overrides reach the training and
+// the evaluation configurations, and that it is validated, labelled and
+// keyed by its canonical label.
+func TestVariantJobs(t *testing.T) {
+	p := tinyPlan("t5", "t5@t5-max-distance=8@t5-buckets=8", "sinusoidal@sinusoidal-scale=1.0", "learned@max-len=32", "rope")
+	if err := p.Validate(tinyCorpus(t)); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]func(c trainer.Config) bool{
+		"t5-seed1": func(c trainer.Config) bool { return c.Model.PosOpts.T5MaxDistance == 0 },
+		"t5@t5-max-distance=8@t5-buckets=8-seed1": func(c trainer.Config) bool { o := c.Model.PosOpts; return o.T5MaxDistance == 8 && o.T5Buckets == 8 },
+		"sinusoidal@sinusoidal-scale=1-seed1":     func(c trainer.Config) bool { return c.Model.PosOpts.SinusoidalScale == 1 },
+		"learned@max-len=32-seed1":                func(c trainer.Config) bool { return c.Model.PosOpts.MaxLen == 32 },
+		"rope-seed1":                              func(c trainer.Config) bool { return c.Model.PosOpts.MaxLen == 8 },
+	}
+	ms := p.ModelJobs()
+	if len(ms) != len(want) {
+		t.Fatalf("%d model jobs", len(ms))
+	}
+	for _, m := range ms {
+		ok, found := want[m.Key()]
+		if !found {
+			t.Errorf("unexpected model key %q", m.Key())
+			continue
+		}
+		base, _, _ := strings.Cut(m.Encoding, "@")
+		if m.Cfg.Model.Pos != base || !ok(m.Cfg) {
+			t.Errorf("%s: pos %q, options %+v", m.Key(), m.Cfg.Model.Pos, m.Cfg.Model.PosOpts)
+		}
+		for _, j := range p.EvalJobs(m) {
+			for _, f := range j.Factors {
+				cfg := p.EvalModel(j, f*p.Base.SeqLen)
+				if j.Encoding == m.Encoding && (cfg.Model.Pos != base || !ok(cfg)) {
+					t.Errorf("%s at %dL: pos %q, options %+v", j.Key(), f, cfg.Model.Pos, cfg.Model.PosOpts)
+				}
+			}
+		}
+	}
+	names := p.EvalNames()
+	if !slices.Contains(names, "sinusoidal@sinusoidal-scale=1") || !slices.Contains(names, "rope-yarn") || len(names) != 9 {
+		t.Errorf("eval names %v", names)
+	}
+	for _, c := range []struct {
+		encs []string
+		want []string
+	}{
+		{[]string{"t5@t5-max-distanse=8"}, []string{"t5-max-distanse", "valid:"}},
+		{[]string{"t5", "t5@t5-buckets=32", "t5@t5-buckets=032"}, []string{`"t5@t5-buckets=32" listed twice`}},
+		{[]string{"nope@t5-buckets=8"}, []string{`unknown encoding "nope"`}},
+		{[]string{"rope-pi@rope-scale=2"}, []string{"evaluation-time scaling"}},
+		{[]string{"t5@t5-buckets=2"}, []string{"t5@t5-buckets=2-seed1", "buckets"}},
+	} {
+		q := tinyPlan(c.encs...)
+		wantErr(t, q.Validate(tinyCorpus(t)), c.want...)
+	}
+	// A learned table of 32 rows runs at 4L = 32.
+	if q := tinyPlan("learned@max-len=32"); q.EvalModel(q.EvalJobs(q.ModelJobs()[0])[0], 32).Model.PosOpts.MaxLen != 32 {
+		t.Error("learned@max-len=32 does not reach the evaluation")
 	}
 }

@@ -108,7 +108,8 @@ func (f *File) Changes(protocol string) []Change {
 
 // Table formats the bits per byte of protocol as an aligned text table:
 // one row per encoding, one column per length, "mean ± std" over seeds,
-// "n/a" where the model cannot run, "= rope" for a RoPE scaling at L.
+// "n/a" where the model cannot run, "= rope" for a RoPE scaling at L, and
+// a last line saying what ± is and over how many seeds.
 func (f *File) Table(protocol string) string {
 	var b strings.Builder
 	lens := f.Lengths()
@@ -131,5 +132,10 @@ func (f *File) Table(protocol string) string {
 		}
 		b.WriteString("\n")
 	}
+	seeds := map[int64]bool{}
+	for _, r := range f.Rows {
+		seeds[r.Seed] = true
+	}
+	b.WriteString(seedNote(len(seeds)) + "\n")
 	return b.String()
 }

@@ -13,12 +13,12 @@ import (
 	"github.com/pkg/errors"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/rpe-go/rpe/experiments/trainer"
+	"github.com/rpe-go/rpe/experiments/viz"
 )
 
 // Files written by Render in the output directory.
@@ -61,7 +61,10 @@ func (r *runner) collect() ([]Row, map[string]trainer.Config, int, error) {
 				continue
 			}
 			configs[m.Key()] = m.Cfg
-			byEnc[j.Encoding] = append(byEnc[j.Encoding], f.Rows...)
+			for _, row := range f.Rows {
+				describeRow(&row, r.plan, j)
+				byEnc[j.Encoding] = append(byEnc[j.Encoding], row)
+			}
 		}
 	}
 	var rows []Row
@@ -69,6 +72,19 @@ func (r *runner) collect() ([]Row, map[string]trainer.Config, int, error) {
 		rows = append(rows, byEnc[e]...)
 	}
 	return rows, configs, pending, nil
+}
+
+// describeRow sets the row's BaseEncoding, Overrides and PosOptions from
+// the plan: the configuration of evaluation job j at the row's length.
+func describeRow(row *Row, p Plan, j EvalJob) {
+	cfg := p.EvalModel(j, row.EvalLen)
+	row.BaseEncoding, row.Overrides = cfg.Model.Pos, ""
+	if j.Encoding == j.Model.Encoding {
+		if v, err := ParseVariant(j.Model.Encoding); err == nil {
+			row.Overrides = v.OverridesString()
+		}
+	}
+	row.PosOptions = resolvedPosOptions(cfg.Model)
 }
 
 func (r *runner) render() error {
@@ -155,10 +171,18 @@ func (r *runner) markdown(rows []Row, pending int) string {
 	}
 	slices.Sort(rl)
 	if len(rl) > 0 {
-		fmt.Fprintf(&b, "- Git revision: %s\n", strings.Join(rl, ", "))
+		fmt.Fprintf(&b, "- Git revision: %s%s\n", strings.Join(rl, ", "), dirtyNote(rows))
 	}
-	if len(p.Seeds) > 1 {
-		fmt.Fprintf(&b, "- Cells: mean ± sample standard deviation over %d seeds\n", len(p.Seeds))
+	if bs := distinct(rows, func(r Row) string { return r.BLAS }); len(bs) > 0 {
+		fmt.Fprintf(&b, "- Build: BLAS %s; %s\n", strings.Join(bs, ", "), strings.Join(distinct(rows, func(r Row) string { return r.GoVersion }), ", "))
+	}
+	fmt.Fprintf(&b, "- %s\n", seedNote(len(p.Seeds)))
+	if vs := p.variantLines(); len(vs) > 0 {
+		b.WriteString("- Variants: `name@option=value` is the encoding trained with that option of the configuration overridden:")
+		for _, v := range vs {
+			fmt.Fprintf(&b, " %s;", v)
+		}
+		b.WriteString(" every row's resolved position options are in results.csv and results.json\n")
 	}
 	if pending > 0 {
 		fmt.Fprintf(&b, "- **Incomplete**: %d evaluation job(s) pending\n", pending)
@@ -202,8 +226,8 @@ func (r *runner) markdown(rows []Row, pending int) string {
 	table(func(r Row) float64 { return r.Perplexity }, 2)
 
 	lmax := lens[len(lens)-1]
-	fmt.Fprintf(&b, "\n## Cost\n\nTraining at L = %d, batch %d; evaluation at Le = %d (%d windows per pass); peak memory while scoring the first batch at %d with GOGC=10 (Go heap in use, sampled every 2 ms, and process RSS).\n\n",
-		L, cfg.Batch, lmax, max(1, p.EvalTokens/lmax), lmax)
+	fmt.Fprintf(&b, "\n## Cost\n\nTraining at L = %d, batch %d; evaluation at Le = %d (%d windows per pass); peak memory while scoring the first batch at %d with GOGC=10 (Go heap in use, sampled every 2 ms, and process RSS). %s\n\n",
+		L, cfg.Batch, lmax, max(1, p.EvalTokens/lmax), lmax, seedNote(len(p.Seeds)))
 	b.WriteString("| encoding | train ms/update | train tokens/s | eval ms/token | peak Go heap MiB | peak RSS MiB |\n|---|---:|---:|---:|---:|---:|\n")
 	sel := func(e string, f func(Row) float64) string {
 		var v []float64
@@ -262,6 +286,61 @@ func (r *runner) markdown(rows []Row, pending int) string {
 	return b.String()
 }
 
+// seedNote says what a cell holds: mean ± sample standard deviation over n
+// seeds, or a single value for one seed.
+func seedNote(n int) string {
+	if n > 1 {
+		return fmt.Sprintf("Cells: mean ± sample standard deviation over %d seeds (denominator n-1).", n)
+	}
+	return "Cells: one seed, single values (no ±)."
+}
+
+// dirtyNote is " (uncommitted changes)" if a row was computed from a work
+// tree with uncommitted changes.
+func dirtyNote(rows []Row) string {
+	for _, r := range rows {
+		if r.GitDirty {
+			return " (with uncommitted changes)"
+		}
+	}
+	return ""
+}
+
+// distinct returns the distinct non-empty values of key over rows, sorted.
+func distinct(rows []Row, key func(Row) string) []string {
+	var out []string
+	for _, r := range rows {
+		if k := key(r); k != "" && !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// variantLines describes the plan's variants: "label: option = value
+// (default d)".
+func (p Plan) variantLines() []string {
+	var out []string
+	for _, e := range p.Encodings {
+		v, err := ParseVariant(e)
+		if err != nil || len(v.Overrides) == 0 {
+			continue
+		}
+		def := resolvedPosOptions(p.Config(v.Base, 0).Model)
+		var os []string
+		for _, o := range v.Overrides {
+			d := ""
+			if dv, ok := def[o.Key]; ok {
+				d = " (default " + dv + ")"
+			}
+			os = append(os, fmt.Sprintf("%s = %s%s", o.Key, o.Value, d))
+		}
+		out = append(out, fmt.Sprintf("`%s` is %s with %s", v.Label(), v.Base, strings.Join(os, ", ")))
+	}
+	return out
+}
+
 // errXY is an XYer with symmetric Y errors.
 type errXY struct {
 	plotter.XYs
@@ -270,15 +349,69 @@ type errXY struct {
 
 func (e errXY) YError(i int) (float64, float64) { return e.err[i], e.err[i] }
 
-// plot draws bits per byte against the evaluation length for protocol pr,
-// one line per encoding (the RoPE scalings dashed, starting from rope's
-// point at Le = L, where they are rope), error bars of one standard
-// deviation over seeds when there are several, the legend on the right.
-func (r *runner) plot(rows []Row, pr, path string) error {
+// flatMargin is the zoom panel's criterion: an encoding is drawn there if
+// every mean beyond L is within flatMargin bits per byte of its mean at L.
+const flatMargin = 0.1
+
+// series is one encoding's curve: means and standard deviations over seeds
+// at the lengths it has a result at.
+type series struct {
+	name  string
+	style viz.Style
+	le    []int
+	mean  []float64
+	std   []float64
+}
+
+// curves returns the curve of every evaluated encoding under protocol pr,
+// in table order (a RoPE scaling starts from rope's point at Le = L, where
+// it is rope); encodings without results are left out but keep their
+// style, so a style always means the same encoding.
+func (r *runner) curves(rows []Row, pr string) []series {
+	p := r.plan
+	L := p.TrainLen()
+	cells := aggregate(rows, func(r Row) float64 { return r.BitsPerByte })
+	var out []series
+	for i, e := range p.EvalNames() {
+		s := series{name: e, style: viz.SeriesStyle(i)}
+		for _, le := range p.Lengths() {
+			c, ok := cells[cellKey{e, le, pr}]
+			if !ok && le == L && slices.Contains(RopeScalings, e) {
+				c, ok = cells[cellKey{"rope", le, pr}]
+			}
+			if !ok || c.NA || c.N == 0 {
+				continue
+			}
+			s.le, s.mean, s.std = append(s.le, le), append(s.mean, c.Mean), append(s.std, c.Std)
+		}
+		if len(s.le) > 0 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// flat reports whether s has results beyond L (its first point) and every
+// one within flatMargin of its value at L.
+func (s series) flat(L int) bool {
+	if len(s.le) < 2 || s.le[0] != L {
+		return false
+	}
+	for _, m := range s.mean[1:] {
+		if math.Abs(m-s.mean[0]) > flatMargin {
+			return false
+		}
+	}
+	return true
+}
+
+// panel draws ss on a log-x plot of bits per byte against Le; with error
+// bars if seeds > 1. Its y range is fitted to ss.
+func (r *runner) panel(ss []series, title string, seeds int) (*plot.Plot, map[string][]plot.Thumbnailer, error) {
 	p := r.plan
 	L := p.TrainLen()
 	pl := plot.New()
-	pl.Title.Text = fmt.Sprintf("%s preset: %s", p.Preset, protocolTitle(pr, L))
+	pl.Title.Text = title
 	pl.Title.TextStyle.Font.Size = vg.Points(10)
 	pl.X.Label.Text = fmt.Sprintf("evaluation length Le (bytes; trained at L = %d)", L)
 	pl.Y.Label.Text = "validation bits per byte"
@@ -289,71 +422,97 @@ func (r *runner) plot(rows []Row, pr, path string) error {
 	}
 	pl.X.Tick.Marker = plot.ConstantTicks(ticks)
 	pl.Y.Tick.Marker = precTicks{}
-	leg := plot.NewLegend()
-	leg.Top, leg.Left = true, true
-	leg.TextStyle.Font.Size = vg.Points(9)
 	pl.Add(plotter.NewGrid())
-	cells := aggregate(rows, func(r Row) float64 { return r.BitsPerByte })
+	thumbs := map[string][]plot.Thumbnailer{}
 	ymin, ymax := math.Inf(1), math.Inf(-1)
-	names := p.EvalNames()
-	for i, e := range names {
+	n := len(p.EvalNames())
+	for _, s := range ss {
+		i := slices.Index(p.EvalNames(), s.name)
 		var pts errXY
-		for _, le := range p.Lengths() {
-			c, ok := cells[cellKey{e, le, pr}]
-			if !ok && le == L && slices.Contains(RopeScalings, e) {
-				// At Le = L every scaling has s = 1 and is rope itself.
-				c, ok = cells[cellKey{"rope", le, pr}]
-			}
-			if !ok || c.NA || c.N == 0 {
-				continue
-			}
+		for k, le := range s.le {
 			x := float64(le)
-			if len(p.Seeds) > 1 { // dodge the error bars of the encodings apart
-				x *= math.Pow(1.012, float64(i)-float64(len(names)-1)/2)
+			if seeds > 1 { // dodge the error bars of the encodings apart
+				x *= math.Pow(1.012, float64(i)-float64(n-1)/2)
 			}
-			pts.XYs = append(pts.XYs, plotter.XY{X: x, Y: c.Mean})
-			pts.err = append(pts.err, c.Std)
-			ymin, ymax = math.Min(ymin, c.Mean-c.Std), math.Max(ymax, c.Mean+c.Std)
-		}
-		if len(pts.XYs) == 0 {
-			continue
-		}
-		col := plotutil.Color(i)
-		if i >= 7 { // plotutil has 7 colours; vary the shade
-			col = darken(plotutil.Color(i % 7))
+			pts.XYs = append(pts.XYs, plotter.XY{X: x, Y: s.mean[k]})
+			pts.err = append(pts.err, s.std[k])
+			ymin, ymax = math.Min(ymin, s.mean[k]-s.std[k]), math.Max(ymax, s.mean[k]+s.std[k])
 		}
 		line, points, err := plotter.NewLinePoints(pts.XYs)
 		if err != nil {
-			return errors.Wrapf(err, "plot %s", e)
+			return nil, nil, errors.Wrapf(err, "plot %s", s.name)
 		}
-		line.Color, points.Color = col, col
-		line.Width = vg.Points(1.5)
-		points.Shape = plotutil.Shape(i)
-		if slices.Contains(RopeScalings, e) {
-			line.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
-			line.Width = vg.Points(1)
-		}
+		line.Color, points.Color = s.style.Color, s.style.Color
+		line.Width = vg.Points(1.4)
+		line.Dashes = s.style.Dashes
+		points.Shape = s.style.Shape
+		points.Radius = vg.Points(3)
 		pl.Add(line, points)
-		if len(p.Seeds) > 1 {
+		if seeds > 1 {
 			eb, err := plotter.NewYErrorBars(pts)
 			if err != nil {
-				return errors.Wrapf(err, "plot %s", e)
+				return nil, nil, errors.Wrapf(err, "plot %s", s.name)
 			}
-			eb.LineStyle.Color = col
+			eb.LineStyle.Color = s.style.Color
 			pl.Add(eb)
 		}
-		leg.Add(e, line, points)
+		thumbs[s.name] = []plot.Thumbnailer{line, points}
 	}
 	if !math.IsInf(ymin, 0) {
-		pad := math.Max(0.05*(ymax-ymin), 0.02)
+		pad := math.Max(0.05*(ymax-ymin), 0.01)
 		pl.Y.Min, pl.Y.Max = ymin-pad, ymax+pad
 	}
 	pl.X.Min, pl.X.Max = float64(L)/1.2, float64(p.Lengths()[len(p.Factors)-1])*1.2
-	// The legend goes to the right of the plot, where it hides no point.
-	img := vgimg.NewWith(vgimg.UseWH(8.5*vg.Inch, 5*vg.Inch), vgimg.UseDPI(110), vgimg.UseBackgroundColor(color.White))
+	return pl, thumbs, nil
+}
+
+// plot draws bits per byte against the evaluation length for protocol pr,
+// one line per encoding in its own style (viz.SeriesStyle: colour, dash
+// pattern and marker), error bars of one sample standard deviation over
+// seeds when there are several (the title says so), in two panels: every
+// encoding, and a zoom on those that stay within flatMargin of their value
+// at L, so that they can be told apart; the legend on the right.
+func (r *runner) plot(rows []Row, pr, path string) error {
+	p := r.plan
+	L := p.TrainLen()
+	seeds := len(p.Seeds)
+	bars := "one seed: no error bars"
+	if seeds > 1 {
+		bars = fmt.Sprintf("error bars: ± one sample standard deviation over %d seeds", seeds)
+	}
+	ss := r.curves(rows, pr)
+	top, thumbs, err := r.panel(ss, fmt.Sprintf("%s preset: %s\n%s", p.Preset, protocolTitle(pr, L), bars), seeds)
+	if err != nil {
+		return err
+	}
+	var flat []series
+	for _, s := range ss {
+		if s.flat(L) {
+			flat = append(flat, s)
+		}
+	}
+	zoomTitle := fmt.Sprintf("zoom: the encodings within ±%g bits/byte of their value at L at every length", flatMargin)
+	if len(flat) == 0 {
+		zoomTitle = fmt.Sprintf("zoom: no encoding stays within ±%g bits/byte of its value at L", flatMargin)
+	}
+	bottom, _, err := r.panel(flat, zoomTitle, seeds)
+	if err != nil {
+		return err
+	}
+	leg := plot.NewLegend()
+	leg.Top, leg.Left = true, true
+	leg.TextStyle.Font.Size = vg.Points(9)
+	leg.ThumbnailWidth = vg.Points(28)
+	for _, s := range ss {
+		leg.Add(s.name, thumbs[s.name]...)
+	}
+	// The legend goes to the right of the panels, where it hides no point.
+	w, h, legW := 10.5*vg.Inch, 9*vg.Inch, 2.7*vg.Inch
+	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(100), vgimg.UseBackgroundColor(color.White))
 	dc := draw.New(img)
-	pl.Draw(draw.Crop(dc, 0, -1.6*vg.Inch, 0, 0))
-	leg.Draw(draw.Crop(dc, 7.05*vg.Inch, 0, 0, -0.45*vg.Inch))
+	top.Draw(draw.Crop(dc, 0, -legW, h/2, 0))
+	bottom.Draw(draw.Crop(dc, 0, -legW, 0, -h/2))
+	leg.Draw(draw.Crop(dc, w-legW+0.1*vg.Inch, 0, 0, -0.5*vg.Inch))
 	var buf bytes.Buffer
 	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&buf); err != nil {
 		return errors.Wrapf(err, "drawing plot %s", path)
@@ -361,26 +520,26 @@ func (r *runner) plot(rows []Row, pr, path string) error {
 	return writeFileAtomic(path, buf.Bytes())
 }
 
-// precTicks are plot.DefaultTicks labelled with as many decimals as their
-// spacing needs (the default labels of a narrow range repeat).
+// precTicks are plot.DefaultTicks labelled with the fewest decimals (the
+// same for every label) that show each labelled tick's value exactly, to
+// 1e-9 relative: ticks at 3.05, 3.20, 3.35 print as such, not as "3.1",
+// "3.2", "3.3" (the default labels of a narrow range repeat).
 type precTicks struct{}
 
 func (precTicks) Ticks(lo, hi float64) []plot.Tick {
 	ts := plot.DefaultTicks{}.Ticks(lo, hi)
-	step := math.Inf(1)
-	prev := math.NaN()
-	for _, t := range ts {
-		if t.Label == "" {
-			continue
+	prec := 0
+	for ; prec < 15; prec++ {
+		exact := true
+		for _, t := range ts {
+			if t.Label != "" && !labelExact(t.Value, prec) {
+				exact = false
+				break
+			}
 		}
-		if !math.IsNaN(prev) {
-			step = math.Min(step, t.Value-prev)
+		if exact {
+			break
 		}
-		prev = t.Value
-	}
-	prec := 1
-	if !math.IsInf(step, 0) && step > 0 {
-		prec = max(0, int(math.Ceil(-math.Log10(step)-1e-9)))
 	}
 	for i := range ts {
 		if ts[i].Label != "" {
@@ -390,8 +549,9 @@ func (precTicks) Ticks(lo, hi float64) []plot.Tick {
 	return ts
 }
 
-// darken returns c at 60% brightness.
-func darken(c color.Color) color.Color {
-	r, g, b, a := c.RGBA()
-	return color.RGBA{R: uint8(r * 6 / 10 >> 8), G: uint8(g * 6 / 10 >> 8), B: uint8(b * 6 / 10 >> 8), A: uint8(a >> 8)}
+// labelExact reports whether v printed with prec decimals reads back as v
+// to 1e-9 relative (1e-12 absolute near 0).
+func labelExact(v float64, prec int) bool {
+	back, err := strconv.ParseFloat(strconv.FormatFloat(v, 'f', prec, 64), 64)
+	return err == nil && math.Abs(back-v) <= math.Max(1e-9*math.Abs(v), 1e-12)
 }

@@ -8,12 +8,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/pkg/errors"
 
 	"github.com/rpe-go/rpe/experiments/trainer"
+	"github.com/rpe-go/rpe/internal/fields"
+	"github.com/rpe-go/rpe/layers"
+	"github.com/rpe-go/rpe/posenc"
 )
 
 // Status of a row.
@@ -64,6 +68,93 @@ type Row struct {
 	PeakRSSMB  float64 `json:"peak_rss_mb,omitempty"`
 	RSSSource  string  `json:"rss_source,omitempty"`
 	GitRev     string  `json:"git_rev"`
+
+	// BaseEncoding is the posenc name the model ran with at this row's
+	// evaluation ("t5" for the variant "t5@t5-max-distance=64", "rope-pi"
+	// for rope-pi), Overrides the variant's options "key=value@..." ("" for
+	// a plain encoding), and PosOptions the resolved position options
+	// (posenc.Options with defaults, sinusoidal-scale resolved to
+	// 1/sqrt(d_model); no 0 meaning "default") that this encoding reads, by
+	// internal/fields name. Render fills them from the plan (collect), so
+	// results saved before they existed get them too.
+	BaseEncoding string            `json:"base_encoding,omitempty"`
+	Overrides    string            `json:"overrides,omitempty"`
+	PosOptions   map[string]string `json:"pos_options,omitempty"`
+	// BLAS (graph.BLASName()), GoVersion (runtime.Version()) and GitDirty
+	// (GitDirty(): the work tree had uncommitted changes) describe the build
+	// that computed the row; Run sets them when it evaluates. Rows without
+	// BLAS and GoVersion predate these fields (GitDirty unknown).
+	BLAS      string `json:"blas,omitempty"`
+	GoVersion string `json:"go_version,omitempty"`
+	GitDirty  bool   `json:"git_dirty,omitempty"`
+}
+
+// posOptionsRead lists, per encoding, the options of posenc.Options (by
+// fields name) it reads; an encoding not listed gets all of them.
+var posOptionsRead = func() map[string][]string {
+	rope := []string{"rope-base", "rope-pairing", "rope-fraction"}
+	with := func(extra ...string) []string { return append(slices.Clone(rope), extra...) }
+	return map[string][]string{
+		"none":         {},
+		"sinusoidal":   {"sinusoidal-scale"},
+		"learned":      {"max-len", "pos-init-std"},
+		"shaw":         {"shaw-k", "pos-init-std"},
+		"shaw-scalar":  {"shaw-k", "pos-init-std", "alpha"},
+		"t5":           {"t5-buckets", "t5-max-distance", "pos-init-std", "alpha"},
+		"xl":           {"pos-init-std"},
+		"deberta":      {"deberta-buckets", "deberta-max-position", "pos-init-std"},
+		"rope":         rope,
+		"rope-pi":      with("rope-scale"),
+		"rope-ntk":     with("rope-scale"),
+		"rope-dynamic": with("rope-scale", "rope-train-len"),
+		"rope-yarn":    with("rope-scale", "rope-train-len", "yarn-beta-fast", "yarn-beta-slow"),
+		"alibi":        {},
+	}
+}()
+
+// posOptionNames are the fields names of posenc.Options, in declaration
+// order (the CSV's columns).
+func posOptionNames() []string {
+	var o posenc.Options
+	fs, err := fields.Walk(&o)
+	if err != nil {
+		return nil // a name clash in posenc.Options; fields' own tests catch it
+	}
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.Name
+	}
+	return out
+}
+
+// resolvedPosOptions returns the resolved position options of model m that
+// its encoding m.Pos reads (all of them for an encoding posOptionsRead does
+// not know), formatted as fields.Field.String.
+func resolvedPosOptions(m layers.Config) map[string]string {
+	// resolve: becomes o := m.PosOpts.Resolve(m.DModel) once posenc has it.
+	o := m.PosOpts.Defaults()
+	if o.SinusoidalScale == 0 && m.DModel > 0 {
+		o.SinusoidalScale = 1 / math.Sqrt(float64(m.DModel))
+	}
+	fs, err := fields.Walk(&o)
+	if err != nil {
+		return nil
+	}
+	read, known := posOptionsRead[m.Pos]
+	out := map[string]string{}
+	for _, f := range fs {
+		if !known || slices.Contains(read, f.Name) {
+			out[f.Name] = f.String()
+		}
+	}
+	return out
+}
+
+// GitDirty reports whether `git status --porcelain --untracked-files=no`,
+// run in the current directory, lists changes (false if git fails).
+func GitDirty() bool {
+	out, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output()
+	return err == nil && len(strings.TrimSpace(string(out))) > 0
 }
 
 // File is the content of results.json.
@@ -81,14 +172,24 @@ type File struct {
 var csvHeader = []string{"preset", "encoding", "trained", "model", "seed", "train_len", "eval_len", "protocol", "rope_scale",
 	"status", "note", "bits_per_byte", "perplexity", "nats_per_byte", "windows", "tokens", "eval_ms_per_token",
 	"train_steps", "train_ms_per_step", "train_tokens_per_sec", "train_loss", "peak_heap_mb", "peak_rss_mb", "rss_source",
-	"git_rev", "batch", "d_model", "heads", "layers", "ffn", "lr", "warmup", "dtype"}
+	"git_rev", "batch", "d_model", "heads", "layers", "ffn", "lr", "warmup", "dtype",
+	"base_encoding", "overrides", "blas", "go_version", "git_dirty"}
 
-// WriteCSV writes rows with a header (csvHeader), the model configuration
-// in the last columns; n/a values are empty cells.
+// CSVHeader returns the header of results.csv: the fixed columns, then one
+// column per position option (the fields names of posenc.Options: max-len,
+// pos-init-std, ..., filled with the resolved value where the row's
+// encoding reads it, empty otherwise).
+func CSVHeader() []string { return append(slices.Clone(csvHeader), posOptionNames()...) }
+
+// WriteCSV writes rows with a header (CSVHeader), the model configuration,
+// the variant, the build and the resolved position options in the last
+// columns; n/a values are empty cells, as is git_dirty for rows without
+// BLAS and Go version (computed before they were recorded).
 func WriteCSV(path string, rows []Row, configs map[string]trainer.Config) error {
 	var buf bytes.Buffer
 	w := csv.NewWriter(&buf)
-	w.Write(csvHeader)
+	posNames := posOptionNames()
+	w.Write(append(slices.Clone(csvHeader), posNames...))
 	f := func(x float64) string {
 		if x == 0 {
 			return ""
@@ -102,7 +203,14 @@ func WriteCSV(path string, rows []Row, configs map[string]trainer.Config) error 
 			strconv.Itoa(r.Windows), strconv.Itoa(r.Tokens), f(r.EvalMsPerToken), strconv.Itoa(r.TrainSteps),
 			f(r.TrainMsPerStep), f(r.TrainTokensPerSec), f(r.TrainLoss), f(r.PeakHeapMB), f(r.PeakRSSMB), r.RSSSource, r.GitRev,
 			strconv.Itoa(c.Batch), strconv.Itoa(c.Model.DModel), strconv.Itoa(c.Model.Heads), strconv.Itoa(c.Model.Layers),
-			strconv.Itoa(c.Model.FFN), f(c.LR), strconv.Itoa(c.Warmup), c.Dtype.String()}
+			strconv.Itoa(c.Model.FFN), f(c.LR), strconv.Itoa(c.Warmup), c.Dtype.String(),
+			r.BaseEncoding, r.Overrides, r.BLAS, r.GoVersion, ""}
+		if r.BLAS != "" || r.GoVersion != "" {
+			rec[len(rec)-1] = strconv.FormatBool(r.GitDirty)
+		}
+		for _, n := range posNames {
+			rec = append(rec, r.PosOptions[n])
+		}
 		w.Write(rec)
 	}
 	w.Flush()
@@ -134,7 +242,8 @@ func readJSON(path string, v any) error {
 }
 
 // writeFileAtomic writes data to a temporary file next to path and renames
-// it over path, so path is never partial.
+// it over path, so path is never partial. The file is 0644 (readable by
+// all, as results are meant to be shared), missing directories 0755.
 func writeFileAtomic(path string, data []byte) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -145,6 +254,11 @@ func writeFileAtomic(path string, data []byte) error {
 		return errors.Wrapf(err, "writing %s", path)
 	}
 	tmp := f.Name()
+	if err := f.Chmod(0o644); err != nil { // CreateTemp makes it 0600
+		f.Close()
+		os.Remove(tmp)
+		return errors.Wrapf(err, "writing %s", path)
+	}
 	if _, err := f.Write(data); err != nil {
 		f.Close()
 		os.Remove(tmp)

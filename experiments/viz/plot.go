@@ -11,7 +11,6 @@ import (
 	"gonum.org/v1/plot/palette"
 	"gonum.org/v1/plot/palette/moreland"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
@@ -270,8 +269,8 @@ type LineOptions struct {
 	LegendLeft, LegendBottom bool
 }
 
-// Lines draws the series on shared axes, with a legend if any series is
-// named, and returns the PNG. It returns an error if there is no series, a
+// Lines draws the series on shared axes, series i in SeriesStyle(i), with a
+// legend if any series is named, and returns the PNG. It returns an error if there is no series, a
 // series' X and Y differ in length or hold a NaN or an infinity, or a value
 // is not positive on a log y axis (or, with Diagonal, an x value).
 func Lines(series []Series, o LineOptions) (png []byte, err error) {
@@ -305,15 +304,15 @@ func Lines(series []Series, o LineOptions) (png []byte, err error) {
 			xy[k].X, xy[k].Y = s.X[k], s.Y[k]
 			xlo, xhi = math.Min(xlo, s.X[k]), math.Max(xhi, s.X[k])
 		}
-		col := plotutil.Color(i)
+		st := SeriesStyle(i)
 		var thumbs []plot.Thumbnailer
 		if s.Points {
 			sc, err := plotter.NewScatter(xy)
 			if err != nil {
 				return nil, errors.Wrapf(err, "viz: series %d %q", i, s.Name)
 			}
-			sc.GlyphStyle.Color = col
-			sc.GlyphStyle.Shape = plotutil.Shape(i)
+			sc.GlyphStyle.Color = st.Color
+			sc.GlyphStyle.Shape = st.Shape
 			sc.GlyphStyle.Radius = vg.Points(2.5)
 			p.Add(sc)
 			thumbs = append(thumbs, sc)
@@ -322,9 +321,9 @@ func Lines(series []Series, o LineOptions) (png []byte, err error) {
 			if err != nil {
 				return nil, errors.Wrapf(err, "viz: series %d %q", i, s.Name)
 			}
-			l.LineStyle.Color = col
+			l.LineStyle.Color = st.Color
 			l.LineStyle.Width = vg.Points(1.5)
-			l.LineStyle.Dashes = plotutil.Dashes(i / len(plotutil.SoftColors))
+			l.LineStyle.Dashes = st.Dashes
 			if s.Step {
 				l.StepStyle = plotter.PostStep
 			}
