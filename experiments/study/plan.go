@@ -317,9 +317,12 @@ func (p Plan) EvalModel(j EvalJob, le int) (cfg trainer.Config) {
 	return cfg
 }
 
-// EvalText returns the evaluation text of the validation split val: its
-// first k·Lmax+1 bytes, k = (len(val)-1)/Lmax capped at MaxWindows, Lmax the
-// longest evaluation length. It is an error if val holds no window of Lmax.
+// EvalText returns the evaluation text of the validation split val: all of
+// it, or with MaxWindows > 0 its first k·Lmax+1 bytes, k = min(MaxWindows,
+// (len(val)-1)/Lmax), Lmax the longest evaluation length. Every length
+// scores every target of the text once under protocol "all" (the engine's
+// tail window scores the bytes after the last whole window; see
+// trainer.Evaluator.Score). It is an error if val holds no window of Lmax.
 func (p Plan) EvalText(val []byte) ([]byte, error) {
 	lmax := p.Base.SeqLen * p.maxFactor()
 	k := trainer.Windows(len(val), lmax)
@@ -328,9 +331,12 @@ func (p Plan) EvalText(val []byte) ([]byte, error) {
 			len(val), p.maxFactor(), lmax, lmax+1)
 	}
 	if p.MaxWindows > 0 && k > p.MaxWindows {
-		k = p.MaxWindows
+		return val[:p.MaxWindows*lmax+1], nil
 	}
-	return val[:k*lmax+1], nil
+	if p.MaxWindows > 0 {
+		return val[:k*lmax+1], nil
+	}
+	return val, nil
 }
 
 // Validate checks the plan and the corpus before anything is trained: known,

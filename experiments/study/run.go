@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/rpe-go/rpe/experiments/trainer"
+	"github.com/rpe-go/rpe/graph"
 	"github.com/rpe-go/rpe/posenc"
 )
 
@@ -170,6 +172,10 @@ type runner struct {
 		n   int
 		crc uint32
 	}
+	prov struct {
+		BLAS, GoVersion string
+		Dirty           bool
+	}
 	bar   *progressbar.ProgressBar
 	total int64
 	done  int64
@@ -206,6 +212,7 @@ func newRunner(p Plan, c *trainer.Corpus, opt Options) (*runner, error) {
 	}
 	r := &runner{plan: p, c: c, text: text, opt: opt, out: &Outcome{Dir: opt.Dir}}
 	r.corpus.n, r.corpus.crc = corpusCRC(c)
+	r.prov.BLAS, r.prov.GoVersion, r.prov.Dirty = graph.BLASName(), runtime.Version(), GitDirty()
 	return r, nil
 }
 
@@ -425,8 +432,12 @@ func corpusName(c *trainer.Corpus) string {
 // textDesc describes the evaluation text.
 func (r *runner) textDesc() string {
 	lmax := r.plan.Lengths()[len(r.plan.Factors)-1]
-	return fmt.Sprintf("the first %d bytes of the %d-byte validation split: %d windows of %d, %d targets at every length",
-		len(r.text), len(r.c.Val), (len(r.text)-1)/lmax, lmax, len(r.text)-1)
+	whole := "the whole"
+	if len(r.text) < len(r.c.Val) {
+		whole = fmt.Sprintf("the first %d bytes of the", len(r.text))
+	}
+	return fmt.Sprintf("%s %d-byte validation split: %d targets at every length (%d windows of %d bytes at the longest length, %d of them whole)",
+		whole, len(r.c.Val), len(r.text)-1, trainer.ScoreWindows(len(r.text), lmax), lmax, trainer.Windows(len(r.text), lmax))
 }
 
 // train trains m with the engine (trainer.Run) from scratch or from its
@@ -508,7 +519,7 @@ func (r *runner) evaluate(ctx context.Context, tag string, j EvalJob, st *trainS
 	}
 	L := r.plan.TrainLen()
 	base := Row{Preset: r.plan.Preset, Encoding: j.Encoding, Trained: j.Model.Encoding, Model: j.Model.Key(),
-		Seed: j.Model.Seed, TrainLen: L, GitRev: r.opt.GitRev}
+		Seed: j.Model.Seed, TrainLen: L, GitRev: r.opt.GitRev, BLAS: r.prov.BLAS, GoVersion: r.prov.GoVersion, GitDirty: r.prov.Dirty}
 	if st != nil {
 		base.TrainSteps = st.Step
 		if st.TimedSteps > 0 {

@@ -399,3 +399,31 @@ func TestSeveralSeeds(t *testing.T) {
 		}
 	}
 }
+
+// TestWholeSplit checks that a plan without a window cap scores every byte of
+// the validation split after the first at every length under protocol
+// "all", although the split is not a multiple of any length, and that the
+// rows say which BLAS and Go computed them.
+func TestWholeSplit(t *testing.T) {
+	p := tinyPlan("alibi")
+	p.MaxWindows = 0
+	c := tinyCorpus(t)
+	if (len(c.Val)-1)%32 == 0 {
+		t.Fatalf("the tiny validation split (%d bytes) should not tile by 32", len(c.Val))
+	}
+	o, err := Run(context.Background(), p, c, Options{Dir: t.TempDir(), GitRev: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Rows) != 6 {
+		t.Fatalf("%d rows, want 3 lengths x 2 protocols", len(o.Rows))
+	}
+	for _, r := range o.Rows {
+		if r.Protocol == ProtocolAll && r.Tokens != len(c.Val)-1 {
+			t.Errorf("Le %d: %d targets scored, want the whole split's %d", r.EvalLen, r.Tokens, len(c.Val)-1)
+		}
+		if r.BLAS == "" || r.GoVersion == "" {
+			t.Errorf("Le %d %s: BLAS %q, Go %q not recorded", r.EvalLen, r.Protocol, r.BLAS, r.GoVersion)
+		}
+	}
+}
