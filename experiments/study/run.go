@@ -268,7 +268,7 @@ func (r *runner) evalUnits(le int) int64 {
 	return int64(float64(len(r.text)-1) * max(1, float64(le)/float64(2*r.plan.Base.SeqLen)))
 }
 
-// Run carries out the study p on corpus c: it validates the plan and the
+// Run carries out the study p on corpus c in one process: it validates the plan and the
 // corpus (before anything is trained), trains every (encoding, seed) model
 // that is not trained yet (resuming from its checkpoint), evaluates every
 // model at each length with both protocols (and the RoPE scalings on the
@@ -283,16 +283,59 @@ func Run(ctx context.Context, p Plan, c *trainer.Corpus, opt Options) (*Outcome,
 	if err != nil {
 		return nil, err
 	}
+	if err := r.runJobs(ctx, p.ModelJobs()); err != nil {
+		return r.out, err
+	}
+	if err := r.render(); err != nil {
+		return r.out, err
+	}
+	r.out.Wall = time.Since(start)
+	return r.out, nil
+}
+
+// Jobs lists the independent jobs of the plan, in the order RunJob numbers
+// them (0-based): one per trained model, holding its training and every
+// evaluation of it (the model's own encoding at each length, and on the rope
+// model the RoPE scalings). Jobs write disjoint files (models/<key>/ and
+// results/<eval key>.json), so they can run at the same time in separate
+// processes, on separate machines sharing the output directory.
+func (p Plan) Jobs() []ModelJob { return p.ModelJobs() }
+
+// RunJob runs job n of p.Jobs() (train the model unless trained, then its
+// pending evaluations) and renders nothing: Render merges whatever jobs have
+// finished. The rows are those a single-process Run writes. An n outside
+// the jobs is an error that gives their number.
+func RunJob(ctx context.Context, p Plan, c *trainer.Corpus, opt Options, n int) (*Outcome, error) {
+	start := time.Now()
+	r, err := newRunner(p, c, opt)
+	if err != nil {
+		return nil, err
+	}
+	jobs := p.Jobs()
+	if n < 0 || n >= len(jobs) {
+		return nil, errors.Errorf("job %d: the plan has %d jobs, numbered 0 to %d (list them with -jobs)", n, len(jobs), len(jobs)-1)
+	}
+	if err := r.runJobs(ctx, jobs[n:n+1]); err != nil {
+		return r.out, err
+	}
+	r.out.Wall = time.Since(start)
+	return r.out, nil
+}
+
+// runJobs trains and evaluates the model jobs given, skipping what is done.
+func (r *runner) runJobs(ctx context.Context, jobs []ModelJob) error {
+	p := r.plan
 	logw := r.opt.Log
+	var err error
 	// Find what is done; a configuration mismatch is an error before any
 	// work.
 	var work []modelWork
-	for _, m := range p.ModelJobs() {
+	for _, m := range jobs {
 		w := modelWork{job: m}
 		for _, j := range p.EvalJobs(m) {
 			f, err := r.loadEval(j)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if f == nil {
 				w.pending = append(w.pending, j)
@@ -301,7 +344,7 @@ func Run(ctx context.Context, p Plan, c *trainer.Corpus, opt Options) (*Outcome,
 			}
 		}
 		if w.state, err = r.loadState(m); err != nil {
-			return nil, err
+			return err
 		}
 		if len(w.pending) == 0 {
 			r.out.SkippedModels++
@@ -345,7 +388,7 @@ func Run(ctx context.Context, p Plan, c *trainer.Corpus, opt Options) (*Outcome,
 	fmt.Fprintf(logw, "encodings %s; seeds %v; L = %d, Le = %v; %d updates of batch %d\n",
 		strings.Join(p.Encodings, ", "), p.Seeds, p.TrainLen(), p.Lengths(), p.Base.Steps, p.Base.Batch)
 	fmt.Fprintf(logw, "corpus %s: %d training / %d validation bytes; evaluation text: %s\n",
-		corpusName(c), len(c.Train), len(c.Val), r.textDesc())
+		corpusName(r.c), len(r.c.Train), len(r.c.Val), r.textDesc())
 	fmt.Fprintf(logw, "output %s: %d trainings and %d evaluations to run, %d models and %d evaluations already done\n",
 		r.opt.Dir, nTrain, nEval, r.out.SkippedModels, r.out.SkippedEvals)
 
@@ -367,22 +410,18 @@ func Run(ctx context.Context, p Plan, c *trainer.Corpus, opt Options) (*Outcome,
 		if w.train {
 			if st, err = r.train(ctx, tag, w.job, st); err != nil {
 				r.stopBar()
-				return r.out, err
+				return err
 			}
 		}
 		for _, j := range w.pending {
 			if err := r.evaluate(ctx, tag, j, st); err != nil {
 				r.stopBar()
-				return r.out, err
+				return err
 			}
 		}
 	}
 	r.finishBar()
-	if err := r.render(); err != nil {
-		return r.out, err
-	}
-	r.out.Wall = time.Since(start)
-	return r.out, nil
+	return nil
 }
 
 func (r *runner) finishBar() {

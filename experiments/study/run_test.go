@@ -427,3 +427,49 @@ func TestWholeSplit(t *testing.T) {
 		}
 	}
 }
+
+// TestJobsEqualRun checks that running every job separately (in reverse
+// order, as an array scheduler may) and then rendering gives the rows of a
+// single-process run, and that a bad job number is a clear error.
+func TestJobsEqualRun(t *testing.T) {
+	p := tinyPlan("none", "rope")
+	p.Seeds = []int64{1, 2}
+	one, err := run(t, p, t.TempDir(), newCounter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	jobs := p.Jobs()
+	if len(jobs) != 4 {
+		t.Fatalf("%d jobs, want 2 encodings x 2 seeds", len(jobs))
+	}
+	for n := len(jobs) - 1; n >= 0; n-- {
+		o, err := RunJob(context.Background(), p, tinyCorpus(t), Options{Dir: dir, GitRev: "test"}, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Trained != 1 || len(o.Files) != 0 {
+			t.Fatalf("job %d: %d trainings, rendered %v; want 1 training and no rendering", n, o.Trained, o.Files)
+		}
+	}
+	o, err := Render(p, tinyCorpus(t), Options{Dir: dir, GitRev: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := scores(one.Rows), scores(o.Rows)
+	if len(a) == 0 || len(a) != len(b) {
+		t.Fatalf("%d rows in one process, %d from jobs", len(a), len(b))
+	}
+	for k, v := range a {
+		if b[k] != v {
+			t.Errorf("%s: one process %s, jobs %s", k, v, b[k])
+		}
+	}
+	// A finished job is skipped when run again.
+	o, err = RunJob(context.Background(), p, tinyCorpus(t), Options{Dir: dir, GitRev: "test"}, 0)
+	if err != nil || o.Trained != 0 || o.Evaluated != 0 {
+		t.Fatalf("rerun of a finished job: %d trainings, %d evaluations, %v", o.Trained, o.Evaluated, err)
+	}
+	_, err = RunJob(context.Background(), p, tinyCorpus(t), Options{Dir: dir}, 4)
+	wantErr(t, err, "job 4", "4 jobs, numbered 0 to 3")
+}
