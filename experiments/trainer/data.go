@@ -1,6 +1,8 @@
 package trainer
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -80,6 +82,23 @@ func NewCorpus(data []byte) (*Corpus, error) {
 		cut = 1
 	}
 	return &Corpus{Train: data[:cut], Val: data[cut:]}, nil
+}
+
+// Hash returns the hex SHA-256 of the corpus bytes (Train then Val, that
+// is the file's bytes): checkpoints record it, and resuming or evaluating
+// on another corpus is refused.
+func (c *Corpus) Hash() string {
+	h := sha256.New()
+	h.Write(c.Train)
+	h.Write(c.Val)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func (c *Corpus) name() string {
+	if c.Path == "" {
+		return "(in memory)"
+	}
+	return c.Path
 }
 
 // CheckWindow returns an error unless both parts hold at least one window of
