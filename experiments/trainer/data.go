@@ -3,6 +3,7 @@ package trainer
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -42,19 +43,43 @@ type Corpus struct {
 	Train, Val []byte
 }
 
-// LoadCorpus reads the text file at path ("" means DefaultCorpusPath) and
-// splits it. It returns an error naming the path if the file cannot be read
-// or is empty.
-func LoadCorpus(path string) (*Corpus, error) {
+// MaxCorpusBytes is the largest corpus LoadCorpus reads (1 GiB).
+const MaxCorpusBytes = 1 << 30
+
+// LoadCorpus reads the text file at path ("" means DefaultCorpusPath), at
+// most MaxCorpusBytes, and splits it. It returns an error naming the path if
+// the file cannot be read, is empty or is larger than the limit.
+func LoadCorpus(path string) (*Corpus, error) { return LoadCorpusLimit(path, MaxCorpusBytes) }
+
+// LoadCorpusLimit is LoadCorpus with a size limit of max bytes: a larger
+// regular file is refused before reading, any other file (a pipe, a device
+// such as /dev/zero) as soon as max+1 bytes were read.
+func LoadCorpusLimit(path string, max int64) (*Corpus, error) {
 	if path == "" {
 		path = DefaultCorpusPath()
 	}
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		if os.IsNotExist(err) {
 			return nil, errors.Errorf("corpus %s: no such file (pass a text file with -corpus)", path)
 		}
 		return nil, errors.Wrapf(err, "corpus %s", path)
+	}
+	defer f.Close()
+	tooBig := func() error {
+		return errors.Errorf("corpus %s is larger than the limit of %d bytes (%s)", path, max, bytesString(float64(max)))
+	}
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > max {
+		return nil, tooBig()
+	} else if err == nil && st.IsDir() {
+		return nil, errors.Errorf("corpus %s is a directory, not a text file", path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, errors.Wrapf(err, "corpus %s", path)
+	}
+	if int64(len(data)) > max {
+		return nil, tooBig()
 	}
 	c, err := NewCorpus(data)
 	if err != nil {

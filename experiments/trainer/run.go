@@ -117,10 +117,14 @@ func (o RunOptions) Check() error {
 	return nil
 }
 
-// CheckWritable checks that a file can be created in the directory of path
-// (created if needed) by creating and removing a temporary file, so a run
-// fails at the start rather than at its first save.
+// CheckWritable checks that path is not a directory (or another non-regular
+// file) and that a file can be created in its directory (created if
+// needed), by creating and removing a temporary file, so a run fails at the
+// start rather than at its first save.
 func CheckWritable(path string) error {
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		return errors.Errorf("cannot write %s: it exists and is not a regular file", path)
+	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return errors.Wrapf(err, "cannot write %s", path)
