@@ -52,8 +52,8 @@ const MaxCorpusBytes = 1 << 30
 func LoadCorpus(path string) (*Corpus, error) { return LoadCorpusLimit(path, MaxCorpusBytes) }
 
 // LoadCorpusLimit is LoadCorpus with a size limit of max bytes: a larger
-// regular file is refused before reading, any other file (a pipe, a device
-// such as /dev/zero) as soon as max+1 bytes were read.
+// regular file is refused before reading, a pipe as soon as max+1 bytes
+// were read; directories and devices (such as /dev/zero) are refused.
 func LoadCorpusLimit(path string, max int64) (*Corpus, error) {
 	if path == "" {
 		path = DefaultCorpusPath()
@@ -73,6 +73,8 @@ func LoadCorpusLimit(path string, max int64) (*Corpus, error) {
 		return nil, tooBig()
 	} else if err == nil && st.IsDir() {
 		return nil, errors.Errorf("corpus %s is a directory, not a text file", path)
+	} else if err == nil && st.Mode()&os.ModeDevice != 0 {
+		return nil, errors.Errorf("corpus %s is a device, not a text file", path)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {

@@ -158,8 +158,16 @@ func TestEarlyFailures(t *testing.T) {
 	_, err = Run(context.Background(), big, tinyCorpus(t), RunOptions{})
 	wantErr(t, err, "training needs about")
 
-	_, err = LoadCorpusLimit("/dev/zero", 1<<20)
-	wantErr(t, err, "/dev/zero is larger than the limit of 1048576 bytes")
+	_, err = LoadCorpus("/dev/zero")
+	wantErr(t, err, "/dev/zero is a device")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { w.Write(make([]byte, 3000)); w.Close() }()
+	_, err = LoadCorpusLimit(fmt.Sprintf("/dev/fd/%d", r.Fd()), 1000)
+	r.Close()
+	wantErr(t, err, "larger than the limit of 1000 bytes")
 	_, err = LoadCorpusLimit(file, 0)
 	wantErr(t, err, "larger than the limit of 0 bytes")
 	_, err = LoadCorpus(dir)
