@@ -26,14 +26,20 @@ import (
 //   - every model parameter under its own name ("block0/attn/wq", ...), in
 //     the run's dtype (F32 or F64);
 //   - every optimizer state vector under "optim/" + its key, as F64 [n];
-//   - metadata: "format" (checkpointFormat), "config" (Config as JSON),
-//     "step" (completed updates), "rng" (hex batch-generator state),
-//     "crc32c" (Castagnoli CRC of every tensor's name and bytes, in name
-//     order, which catches corrupted tensor data that the safetensors
-//     header cannot).
+//   - metadata: "format" (checkpointFormat), "config" (the resolved
+//     Config as JSON), "step" (completed updates), "rng" (hex
+//     batch-generator state), "corpus_sha256" (Corpus.Hash of the corpus
+//     trained on), "provenance" (ProvenanceInfo as JSON) and "crc32c".
+//
+// The CRC-32C (Castagnoli) covers every tensor's name and bytes in name
+// order, then every other metadata key and value in key order, so a
+// corrupted tensor or an edited step, config or corpus hash fails the
+// check. Format v1 files (rpe-go/trainer/v1: CRC over the tensors only, no
+// corpus hash or provenance) are still read; their metadata is trusted.
 const (
-	checkpointFormat = "rpe-go/trainer/v1"
-	optimPrefix      = "optim/"
+	checkpointFormat   = "rpe-go/trainer/v2"
+	checkpointFormatV1 = "rpe-go/trainer/v1"
+	optimPrefix        = "optim/"
 )
 
 // Tensor is one named tensor of a Checkpoint, its values held as float64
@@ -56,6 +62,13 @@ type Checkpoint struct {
 	Params map[string]Tensor
 	// Optim is the optimizer state (optim.Optimizer.State).
 	Optim map[string][]float64
+	// CorpusHash is Corpus.Hash of the corpus trained on ("" in a v1 file).
+	CorpusHash string
+	// Provenance describes the program that wrote it (zero in a v1 file).
+	Provenance ProvenanceInfo
+	// Format is the format read ("rpe-go/trainer/v1" or "/v2"); Save
+	// always writes the current one.
+	Format string
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -116,8 +129,10 @@ func decode(v safetensors.TensorView) ([]int, []float64, error) {
 	return shape, out, nil
 }
 
-// checksum is the CRC-32C of every tensor's name and bytes in name order.
-func checksum(names []string, data func(string) []byte) uint32 {
+// checksum is the CRC-32C of every tensor's name and bytes in name order,
+// then (meta != nil) of every metadata key and value but "crc32c" in key
+// order.
+func checksum(names []string, data func(string) []byte, meta map[string]string) uint32 {
 	sorted := append([]string(nil), names...)
 	sort.Strings(sorted)
 	var c uint32
@@ -126,77 +141,139 @@ func checksum(names []string, data func(string) []byte) uint32 {
 		c = crc32.Update(c, crcTable, []byte{0})
 		c = crc32.Update(c, crcTable, data(n))
 	}
+	keys := make([]string, 0, len(meta))
+	for k := range meta {
+		if k != "crc32c" {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		c = crc32.Update(c, crcTable, []byte(k))
+		c = crc32.Update(c, crcTable, []byte{0})
+		c = crc32.Update(c, crcTable, []byte(meta[k]))
+		c = crc32.Update(c, crcTable, []byte{0})
+	}
 	return c
 }
 
-// Save writes ck to path atomically: it writes a temporary file in the same
-// directory, syncs it, and renames it over path, so path holds either the
-// previous checkpoint or the new one, never a partial file. The directory is
-// created if needed.
+// finite returns an error naming the first tensor holding a NaN or an
+// infinity.
+func finite(kind string, m map[string][]float64) error {
+	for n, d := range m {
+		for i, x := range d {
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				return errors.Errorf("%s %q holds %v at index %d", kind, n, x, i)
+			}
+		}
+	}
+	return nil
+}
+
+// Save writes ck to path atomically: it writes a temporary file
+// (".<name>.tmp-*") in the same directory, syncs it, and renames it over
+// path, so path holds either the previous checkpoint or the new one, never
+// a partial file. The directory is created if needed; the file is 0644.
+// Weights or optimizer state holding a NaN or an infinity are refused (the
+// error names the tensor), so a checkpoint is only ever written from finite
+// weights.
 func (ck *Checkpoint) Save(path string) error { return ck.save(path, nil) }
 
-// save is Save with an optional writer wrapper (tests inject failures).
-func (ck *Checkpoint) save(path string, wrap func(io.Writer) io.Writer) error {
+// Encode writes ck in the checkpoint format to w (see Save).
+func (ck *Checkpoint) Encode(w io.Writer) error {
 	views := map[string]tensorView{}
 	pdt := safetensors.F32
 	if ck.Config.Dtype == tensor.Float64 {
 		pdt = safetensors.F64
 	}
+	pd := map[string][]float64{}
 	for name, t := range ck.Params {
 		if strings.HasPrefix(name, optimPrefix) {
-			return errors.Errorf("checkpoint %s: parameter name %q uses the reserved prefix %q", path, name, optimPrefix)
+			return errors.Errorf("parameter name %q uses the reserved prefix %q", name, optimPrefix)
 		}
 		n := 1
 		for _, d := range t.Shape {
+			if d < 0 {
+				return errors.Errorf("parameter %q has shape %v", name, t.Shape)
+			}
 			n *= d
 		}
 		if n != len(t.Data) {
-			return errors.Errorf("checkpoint %s: parameter %q has %d values for shape %v", path, name, len(t.Data), t.Shape)
+			return errors.Errorf("parameter %q has %d values for shape %v", name, len(t.Data), t.Shape)
 		}
+		pd[name] = t.Data
 		views[name] = encode(pdt, t.Shape, t.Data)
+	}
+	if err := finite("weight", pd); err != nil {
+		return errors.WithMessage(err, "refusing to save non-finite weights")
+	}
+	if err := finite("optimizer state", ck.Optim); err != nil {
+		return errors.WithMessage(err, "refusing to save a non-finite optimizer state")
 	}
 	for k, v := range ck.Optim {
 		views[optimPrefix+k] = encode(safetensors.F64, []int{len(v)}, v)
 	}
 	cfg, err := json.Marshal(ck.Config)
 	if err != nil {
-		return errors.Wrapf(err, "checkpoint %s: encoding config", path)
+		return errors.Wrap(err, "encoding config")
+	}
+	prov, err := json.Marshal(ck.Provenance)
+	if err != nil {
+		return errors.Wrap(err, "encoding provenance")
 	}
 	names := make([]string, 0, len(views))
 	for n := range views {
 		names = append(names, n)
 	}
 	meta := map[string]string{
-		"format": checkpointFormat,
-		"config": string(cfg),
-		"step":   strconv.Itoa(ck.Step),
-		"rng":    hex.EncodeToString(ck.RNG),
-		"crc32c": strconv.FormatUint(uint64(checksum(names, func(n string) []byte { return views[n].data })), 10),
+		"format":        checkpointFormat,
+		"config":        string(cfg),
+		"step":          strconv.Itoa(ck.Step),
+		"rng":           hex.EncodeToString(ck.RNG),
+		"corpus_sha256": ck.CorpusHash,
+		"provenance":    string(prov),
 	}
+	meta["crc32c"] = strconv.FormatUint(uint64(checksum(names, func(n string) []byte { return views[n].data }, meta)), 10)
+	return safetensors.SerializeToWriter(views, meta, w)
+}
 
+// save is Save with an optional writer wrapper (tests inject failures).
+func (ck *Checkpoint) save(path string, wrap func(io.Writer) io.Writer) error {
+	return writeAtomic(path, func(w io.Writer) error {
+		if wrap != nil {
+			w = wrap(w)
+		}
+		return ck.Encode(w)
+	}, "checkpoint")
+}
+
+// tempPattern is the pattern of the temporary files writeAtomic creates for
+// path (os.CreateTemp's "*" is replaced by digits).
+func tempPattern(path string) string { return "." + filepath.Base(path) + ".tmp-*" }
+
+// writeAtomic writes a file by calling write on a buffered temporary file
+// in the same directory, syncing it, and renaming it over path (mode
+// 0644). kind names the file in errors.
+func writeAtomic(path string, write func(io.Writer) error, kind string) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return errors.Wrapf(err, "checkpoint %s", path)
+		return errors.Wrapf(err, "%s %s", kind, path)
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	f, err := os.CreateTemp(dir, tempPattern(path))
 	if err != nil {
-		return errors.Wrapf(err, "checkpoint %s", path)
+		return errors.Wrapf(err, "%s %s", kind, path)
 	}
 	tmp := f.Name()
 	fail := func(err error) error {
 		f.Close()
 		os.Remove(tmp)
-		return errors.Wrapf(err, "checkpoint %s: writing", path)
+		return errors.WithMessagef(err, "%s %s: writing", kind, path)
 	}
 	if err := f.Chmod(0o644); err != nil { // CreateTemp makes it 0600
 		return fail(err)
 	}
 	bw := bufio.NewWriterSize(f, 1<<20)
-	var w io.Writer = bw
-	if wrap != nil {
-		w = wrap(w)
-	}
-	if err := safetensors.SerializeToWriter(views, meta, w); err != nil {
+	if err := write(bw); err != nil {
 		return fail(err)
 	}
 	if err := bw.Flush(); err != nil {
@@ -207,17 +284,45 @@ func (ck *Checkpoint) save(path string, wrap func(io.Writer) io.Writer) error {
 	}
 	if err := f.Close(); err != nil {
 		os.Remove(tmp)
-		return errors.Wrapf(err, "checkpoint %s: closing", path)
+		return errors.Wrapf(err, "%s %s: closing", kind, path)
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		os.Remove(tmp)
-		return errors.Wrapf(err, "checkpoint %s: renaming", path)
+		return errors.Wrapf(err, "%s %s: renaming", kind, path)
 	}
 	if d, err := os.Open(dir); err == nil { // persist the rename
 		d.Sync()
 		d.Close()
 	}
 	return nil
+}
+
+// removeStaleTemps removes the temporary files a killed Save of path left
+// (names matching ".<name>.tmp-<digits>"); call it only while holding the
+// lock of path. It returns the names removed.
+func removeStaleTemps(path string) ([]string, error) {
+	dir := filepath.Dir(path)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, nil
+		}
+		return nil, errors.Wrapf(err, "checkpoint %s: listing its directory", path)
+	}
+	prefix := "." + filepath.Base(path) + ".tmp-"
+	var out []string
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok || rest == "" || strings.Trim(rest, "0123456789") != "" || !e.Type().IsRegular() {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if err := os.Remove(p); err != nil {
+			return out, errors.Wrapf(err, "removing the stale temporary file %s", p)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // LoadCheckpoint reads and checks a checkpoint file. It returns an error
@@ -228,8 +333,20 @@ func LoadCheckpoint(path string) (*Checkpoint, error) {
 	if err != nil {
 		return nil, errors.Wrapf(err, "checkpoint %s", path)
 	}
+	ck, err := DecodeCheckpoint(buf)
+	return ck, errors.WithMessagef(err, "checkpoint %s", path)
+}
+
+// DecodeCheckpoint decodes and checks the bytes of a checkpoint file (see
+// LoadCheckpoint). It never panics on bad input.
+func DecodeCheckpoint(buf []byte) (ck *Checkpoint, err error) {
+	defer func() {
+		if r := recover(); r != nil { // the safetensors parser on hostile input
+			ck, err = nil, errors.Errorf("is corrupt or truncated: %v", r)
+		}
+	}()
 	corrupt := func(format string, args ...any) error {
-		return errors.Errorf("checkpoint %s is corrupt or truncated: "+format, append([]any{path}, args...)...)
+		return errors.Errorf("is corrupt or truncated: "+format, args...)
 	}
 	_, md, err := safetensors.ReadMetadata(buf)
 	if err != nil {
@@ -240,20 +357,25 @@ func LoadCheckpoint(path string) (*Checkpoint, error) {
 		return nil, corrupt("%v", err)
 	}
 	meta := md.Metadata()
-	if meta["format"] != checkpointFormat {
-		return nil, errors.Errorf("checkpoint %s: format %q, want %q (not written by this trainer?)", path, meta["format"], checkpointFormat)
+	var withMeta map[string]string
+	switch meta["format"] {
+	case checkpointFormat:
+		withMeta = meta
+	case checkpointFormatV1:
+	default:
+		return nil, errors.Errorf("format %q, want %q (not written by this trainer?)", meta["format"], checkpointFormat)
 	}
 	names := st.Names()
 	want, err := strconv.ParseUint(meta["crc32c"], 10, 32)
 	if err != nil {
 		return nil, corrupt("bad checksum field %q", meta["crc32c"])
 	}
-	got := checksum(names, func(n string) []byte { v, _ := st.Tensor(n); return v.Data() })
+	got := checksum(names, func(n string) []byte { v, _ := st.Tensor(n); return v.Data() }, withMeta)
 	if uint32(want) != got {
 		return nil, corrupt("checksum %08x, header says %08x", got, want)
 	}
-	ck := &Checkpoint{Params: map[string]Tensor{}, Optim: map[string][]float64{}}
-	if err := json.Unmarshal([]byte(meta["config"]), &ck.Config); err != nil {
+	ck = &Checkpoint{Params: map[string]Tensor{}, Optim: map[string][]float64{}, Format: meta["format"]}
+	if err := ck.Config.decode([]byte(meta["config"]), false); err != nil {
 		return nil, corrupt("config: %v", err)
 	}
 	if ck.Step, err = strconv.Atoi(meta["step"]); err != nil || ck.Step < 0 {
@@ -262,6 +384,12 @@ func LoadCheckpoint(path string) (*Checkpoint, error) {
 	if ck.RNG, err = hex.DecodeString(meta["rng"]); err != nil {
 		return nil, corrupt("rng state: %v", err)
 	}
+	if withMeta != nil {
+		ck.CorpusHash = meta["corpus_sha256"]
+		if err := json.Unmarshal([]byte(meta["provenance"]), &ck.Provenance); err != nil {
+			return nil, corrupt("provenance: %v", err)
+		}
+	}
 	for _, n := range names {
 		v, _ := st.Tensor(n)
 		shape, data, err := decode(v)
@@ -269,6 +397,9 @@ func LoadCheckpoint(path string) (*Checkpoint, error) {
 			return nil, corrupt("tensor %q: %v", n, err)
 		}
 		if k, ok := strings.CutPrefix(n, optimPrefix); ok {
+			if len(shape) != 1 {
+				return nil, corrupt("optimizer tensor %q has shape %v, want a vector", n, shape)
+			}
 			ck.Optim[k] = data
 			continue
 		}

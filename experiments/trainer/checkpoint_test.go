@@ -30,7 +30,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 		if got.Step != 2 || !bytes.Equal(got.RNG, want.RNG) {
 			t.Errorf("%v: step %d rng %x, want 2 %x", dt, got.Step, got.RNG, want.RNG)
 		}
-		if !reflect.DeepEqual(got.Config, cfg) {
+		if !reflect.DeepEqual(got.Config, cfg.Resolved()) || got.CorpusHash != tr.Corpus.Hash() || got.Provenance != Provenance() {
 			t.Errorf("%v: config %+v, want %+v", dt, got.Config, cfg)
 		}
 		if !reflect.DeepEqual(got.Params, want.Params) {
@@ -68,7 +68,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(mc, cfg) || p.Dtype() != dt {
+		if !reflect.DeepEqual(mc, cfg.Resolved()) || p.Dtype() != dt {
 			t.Errorf("LoadModel config %+v dtype %v", mc, p.Dtype())
 		}
 		for _, n := range tr.Params.Names() {
@@ -123,13 +123,13 @@ func TestCheckpointMismatch(t *testing.T) {
 	other := cfg
 	other.Model.DModel, other.Model.FFN = 32, 64
 	err := newTiny(t, other).Load(path)
-	wantErr(t, err, "ck.safetensors", "checkpoint was trained with d_model=16, ffn=32; this run asks for d_model=32, ffn=64")
+	wantErr(t, err, "ck.safetensors", "checkpoint was trained with d-model=16, ffn=32; this run asks for d-model=32, ffn=64")
 
 	other = cfg
 	other.Model.Pos = "sinusoidal"
 	other.SeqLen = 4
 	err = newTiny(t, other).Load(path)
-	wantErr(t, err, "trained with pos=none, seq_len=8; this run asks for pos=sinusoidal, seq_len=4")
+	wantErr(t, err, "trained with pos=none, seq-len=8; this run asks for pos=sinusoidal, seq-len=4")
 
 	other = cfg
 	other.Dtype = tensor.Float32
@@ -222,13 +222,6 @@ func TestCheckpointAtomic(t *testing.T) {
 }
 
 func TestConfigJSONAndMismatch(t *testing.T) {
-	for _, c := range []struct{ in, want string }{
-		{"DModel", "d_model"}, {"FFN", "ffn"}, {"InitStd", "init_std"}, {"PosOpts", "pos_opts"}, {"Vocab", "vocab"}, {"MaxLen", "max_len"},
-	} {
-		if got := snake(c.in); got != c.want {
-			t.Errorf("snake(%q) = %q, want %q", c.in, got, c.want)
-		}
-	}
 	cfg := tinyConfig()
 	if err := cfg.Mismatch(cfg); err != nil {
 		t.Error(err)
@@ -238,10 +231,28 @@ func TestConfigJSONAndMismatch(t *testing.T) {
 	if err := cfg.Mismatch(o); err != nil {
 		t.Errorf(`pos "" vs "none": %v`, err)
 	}
+	// Resolved defaults are the same configuration.
+	o = cfg
+	o.Model.PosOpts.T5Buckets = 32
+	if err := cfg.Mismatch(o); err != nil {
+		t.Errorf("t5-buckets 0 vs its default 32: %v", err)
+	}
+	// Allowed changes are listed, not refused.
+	o = cfg
+	o.LR, o.Steps = 1e-3, 99
+	if err := cfg.Mismatch(o); err != nil {
+		t.Errorf("lr and steps: %v", err)
+	}
+	if ch := cfg.Changes(o); len(ch) != 2 || ch[0] != "steps 99 -> 6" || ch[1] != "lr 0.001 -> 0.002" {
+		t.Errorf("changes %q", ch)
+	}
+	o = cfg
+	o.Seed = 7
+	wantErr(t, cfg.Mismatch(o), "seed=7")
 	cfg.Model.PosOpts.MaxLen = 64
 	o = cfg
 	o.Model.PosOpts.MaxLen = 99
-	wantErr(t, cfg.Mismatch(o), "trained with pos_opts.max_len=99; this run asks for pos_opts.max_len=64")
+	wantErr(t, cfg.Mismatch(o), "trained with max-len=99; this run asks for max-len=64")
 }
 
 func TestConfigValidate(t *testing.T) {

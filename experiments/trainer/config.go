@@ -1,17 +1,17 @@
 package trainer
 
 import (
+	"bytes"
 	"encoding/json"
-	"fmt"
+	"io"
 	"math"
-	"reflect"
 	"sort"
 	"strings"
-	"unicode"
 
 	"github.com/pkg/errors"
 	"gorgonia.org/tensor"
 
+	"github.com/rpe-go/rpe/internal/fields"
 	"github.com/rpe-go/rpe/layers"
 	"github.com/rpe-go/rpe/posenc"
 )
@@ -142,101 +142,154 @@ type configAlias Config
 
 // MarshalJSON writes c with Dtype as "float32" or "float64".
 func (c Config) MarshalJSON() ([]byte, error) {
-	return json.Marshal(configJSON{configAlias: configAlias(c), DtypeName: c.Dtype.String()})
+	j := configJSON{configAlias: configAlias(c)}
+	if c.Dtype.Type != nil {
+		j.DtypeName = c.Dtype.String()
+	}
+	return json.Marshal(j)
 }
 
-// UnmarshalJSON reads what MarshalJSON writes.
+// UnmarshalJSON reads what MarshalJSON writes; unknown fields are ignored
+// (see DecodeConfig for the strict reading of configuration files).
 func (c *Config) UnmarshalJSON(b []byte) error {
-	var j configJSON
-	if err := json.Unmarshal(b, &j); err != nil {
-		return err
+	*c = Config{}
+	return c.decode(b, false)
+}
+
+// DecodeConfig reads a JSON configuration (the format of MarshalJSON and of
+// -dump-config) over base: fields absent from the JSON keep base's values.
+// Unknown fields, trailing data and an unknown dtype are errors naming the
+// problem.
+func DecodeConfig(b []byte, base Config) (Config, error) {
+	c := base
+	if err := c.decode(b, true); err != nil {
+		return base, err
+	}
+	return c, nil
+}
+
+// decode reads JSON over c.
+func (c *Config) decode(b []byte, strict bool) error {
+	j := configJSON{configAlias: configAlias(*c)}
+	if c.Dtype.Type != nil {
+		j.DtypeName = c.Dtype.String()
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if strict {
+		dec.DisallowUnknownFields()
+	}
+	if err := dec.Decode(&j); err != nil {
+		return errors.Wrap(err, "config")
+	}
+	if dec.More() {
+		return errors.New("config: trailing data after the JSON object")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("config: trailing data after the JSON object")
 	}
 	dt, err := ParseDtype(j.DtypeName)
 	if err != nil {
-		return err
+		return errors.WithMessage(err, "config")
 	}
 	*c = Config(j.configAlias)
 	c.Dtype = dt
 	return nil
 }
 
-// identity lists, as "key=value", the fields a checkpoint must agree on to
-// be loaded into a run: the whole model configuration, the batch size, the
-// sequence length and the dtype. Keys are snake_case field names, nested
-// ones dotted ("pos_opts.max_len"); "pos" comes first.
-func (c Config) identity() (map[string]string, []string) {
+// Resolved returns c with every "zero means default" field replaced by the
+// value it stands for (Model.Pos "" -> "none", the posenc.Options
+// defaults), so that a checkpoint or a summary records what actually ran.
+// A resolved configuration trains exactly like the original.
+func (c Config) Resolved() Config {
+	if c.Model.Pos == "" {
+		c.Model.Pos = "none"
+	}
+	// resolve: swap for c.Model.PosOpts.Resolve(c.Model.DModel) when posenc
+	// has it (SinusoidalScale 0 still means 1/sqrt(d_model) here).
+	c.Model.PosOpts = c.Model.PosOpts.Defaults()
+	return c
+}
+
+// ResumeRules lists what a resumed run may change with respect to its
+// checkpoint: Refused fields (the model, batch, seq-len, seed, dtype, and
+// the corpus, checked by hash) must be equal; Allowed fields (the length of
+// the run, the learning-rate schedule, the optimizer settings, clipping
+// and evaluation) take this run's values and are listed in the log when
+// they differ. Names are the kebab-case option names (fields.Walk).
+var ResumeRules = struct{ Allowed, Refused []string }{
+	Allowed: []string{"steps", "lr", "warmup", "floor-frac", "beta1", "beta2", "adam-eps", "weight-decay", "clip-norm",
+		"eval-every", "eval-batch"},
+	Refused: []string{"every model option (vocab, d-model, heads, layers, ffn, eps, init-std, causal, pos and every position-encoding option)",
+		"batch", "seq-len", "seed", "dtype", "corpus (SHA-256 of its bytes)"},
+}
+
+// optionValues returns the kebab-case name and value of every option of the
+// resolved c, plus "dtype", in declaration order.
+func (c Config) optionValues() ([]string, map[string]string) {
+	r := c.Resolved()
+	fs, err := fields.Walk(&r)
+	if err != nil {
+		panic(err) // a name clash in Config: caught by every test
+	}
+	names := make([]string, 0, len(fs)+1)
 	kv := map[string]string{}
-	flatten("", reflect.ValueOf(c.Model), kv)
-	if kv["pos"] == "" {
-		kv["pos"] = "none"
+	for _, f := range fs {
+		names = append(names, f.Name)
+		kv[f.Name] = f.String()
 	}
-	kv["batch"] = fmt.Sprint(c.Batch)
-	kv["seq_len"] = fmt.Sprint(c.SeqLen)
-	kv["dtype"] = c.Dtype.String()
-	keys := make([]string, 0, len(kv))
-	for k := range kv {
-		keys = append(keys, k)
+	names = append(names, "dtype")
+	kv["dtype"] = "?"
+	if c.Dtype.Type != nil {
+		kv["dtype"] = c.Dtype.String()
 	}
-	sort.Slice(keys, func(i, j int) bool {
-		if (keys[i] == "pos") != (keys[j] == "pos") {
-			return keys[i] == "pos"
-		}
-		return keys[i] < keys[j]
-	})
-	return kv, keys
+	return names, kv
 }
 
-func flatten(prefix string, v reflect.Value, kv map[string]string) {
-	t := v.Type()
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		if !f.IsExported() {
+var resumeAllowed = func() map[string]bool {
+	m := map[string]bool{}
+	for _, n := range ResumeRules.Allowed {
+		m[n] = true
+	}
+	return m
+}()
+
+// diff compares c (this run) with ck (a checkpoint's) over the resolved
+// options: refused lists "name=ck value" / "name=c value" of the fields
+// that must agree, changed "name a -> b" of those a resumption may change.
+func (c Config) diff(ck Config) (have, want, changed []string) {
+	names, a := c.optionValues()
+	_, b := ck.optionValues()
+	// pos first: it is what one most often gets wrong.
+	sort.SliceStable(names, func(i, j int) bool { return names[i] == "pos" && names[j] != "pos" })
+	for _, k := range names {
+		if a[k] == b[k] {
 			continue
 		}
-		key := prefix + snake(f.Name)
-		fv := v.Field(i)
-		if fv.Kind() == reflect.Struct {
-			flatten(key+".", fv, kv)
+		if resumeAllowed[k] {
+			changed = append(changed, k+" "+b[k]+" -> "+a[k])
 			continue
 		}
-		kv[key] = fmt.Sprint(fv.Interface())
+		have = append(have, k+"="+b[k])
+		want = append(want, k+"="+a[k])
 	}
+	return have, want, changed
 }
 
-// snake converts a Go field name to snake_case: DModel -> d_model,
-// FFN -> ffn, InitStd -> init_std.
-func snake(s string) string {
-	r := []rune(s)
-	var b strings.Builder
-	for i, c := range r {
-		if unicode.IsUpper(c) && i > 0 {
-			prevLower := unicode.IsLower(r[i-1]) || unicode.IsDigit(r[i-1])
-			nextLower := i+1 < len(r) && unicode.IsLower(r[i+1])
-			if prevLower || (unicode.IsUpper(r[i-1]) && nextLower) {
-				b.WriteByte('_')
-			}
-		}
-		b.WriteRune(unicode.ToLower(c))
-	}
-	return b.String()
-}
-
-// Mismatch returns nil if a run configured with c can load a checkpoint
-// trained with ck, and otherwise an error listing the fields that differ,
-// e.g. "checkpoint was trained with pos=rope, d_model=128; this run asks for
-// pos=none, d_model=64".
+// Mismatch returns nil if a run configured with c can resume a checkpoint
+// trained with ck (see ResumeRules), and otherwise an error listing the
+// fields that differ under their option names, e.g. "checkpoint was trained
+// with pos=rope, d-model=128; this run asks for pos=none, d-model=64".
 func (c Config) Mismatch(ck Config) error {
-	want, keys := c.identity()
-	have, _ := ck.identity()
-	var a, b []string
-	for _, k := range keys {
-		if want[k] != have[k] {
-			a = append(a, k+"="+have[k])
-			b = append(b, k+"="+want[k])
-		}
-	}
-	if len(a) == 0 {
+	have, want, _ := c.diff(ck)
+	if len(have) == 0 {
 		return nil
 	}
-	return errors.Errorf("checkpoint was trained with %s; this run asks for %s", strings.Join(a, ", "), strings.Join(b, ", "))
+	return errors.Errorf("checkpoint was trained with %s; this run asks for %s", strings.Join(have, ", "), strings.Join(want, ", "))
+}
+
+// Changes lists the settings a resumption from a checkpoint trained with ck
+// changes ("lr 0.002 -> 0.001"), in option order.
+func (c Config) Changes(ck Config) []string {
+	_, _, ch := c.diff(ck)
+	return ch
 }

@@ -1,6 +1,9 @@
 package trainer
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -40,19 +43,45 @@ type Corpus struct {
 	Train, Val []byte
 }
 
-// LoadCorpus reads the text file at path ("" means DefaultCorpusPath) and
-// splits it. It returns an error naming the path if the file cannot be read
-// or is empty.
-func LoadCorpus(path string) (*Corpus, error) {
+// MaxCorpusBytes is the largest corpus LoadCorpus reads (1 GiB).
+const MaxCorpusBytes = 1 << 30
+
+// LoadCorpus reads the text file at path ("" means DefaultCorpusPath), at
+// most MaxCorpusBytes, and splits it. It returns an error naming the path if
+// the file cannot be read, is empty or is larger than the limit.
+func LoadCorpus(path string) (*Corpus, error) { return LoadCorpusLimit(path, MaxCorpusBytes) }
+
+// LoadCorpusLimit is LoadCorpus with a size limit of max bytes: a larger
+// regular file is refused before reading, a pipe as soon as max+1 bytes
+// were read; directories and devices (such as /dev/zero) are refused.
+func LoadCorpusLimit(path string, max int64) (*Corpus, error) {
 	if path == "" {
 		path = DefaultCorpusPath()
 	}
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		if os.IsNotExist(err) {
 			return nil, errors.Errorf("corpus %s: no such file (pass a text file with -corpus)", path)
 		}
 		return nil, errors.Wrapf(err, "corpus %s", path)
+	}
+	defer f.Close()
+	tooBig := func() error {
+		return errors.Errorf("corpus %s is larger than the limit of %d bytes (%s)", path, max, bytesString(float64(max)))
+	}
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > max {
+		return nil, tooBig()
+	} else if err == nil && st.IsDir() {
+		return nil, errors.Errorf("corpus %s is a directory, not a text file", path)
+	} else if err == nil && st.Mode()&os.ModeDevice != 0 {
+		return nil, errors.Errorf("corpus %s is a device, not a text file", path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, errors.Wrapf(err, "corpus %s", path)
+	}
+	if int64(len(data)) > max {
+		return nil, tooBig()
 	}
 	c, err := NewCorpus(data)
 	if err != nil {
@@ -80,6 +109,23 @@ func NewCorpus(data []byte) (*Corpus, error) {
 		cut = 1
 	}
 	return &Corpus{Train: data[:cut], Val: data[cut:]}, nil
+}
+
+// Hash returns the hex SHA-256 of the corpus bytes (Train then Val, that
+// is the file's bytes): checkpoints record it, and resuming or evaluating
+// on another corpus is refused.
+func (c *Corpus) Hash() string {
+	h := sha256.New()
+	h.Write(c.Train)
+	h.Write(c.Val)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func (c *Corpus) name() string {
+	if c.Path == "" {
+		return "(in memory)"
+	}
+	return c.Path
 }
 
 // CheckWindow returns an error unless both parts hold at least one window of

@@ -4,12 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/pkg/errors"
-	"github.com/schollz/progressbar/v3"
 )
 
 // ErrInterrupted is wrapped by the error Run returns when its context is
@@ -64,39 +65,105 @@ type RunOptions struct {
 
 // Summary is the outcome of Run.
 type Summary struct {
+	// Config is the resolved configuration of the run (Config.Resolved).
+	Config Config
+	// Provenance is the BLAS, Go version and git revision of this process.
+	Provenance ProvenanceInfo
+	// CorpusHash is Corpus.Hash of the corpus.
+	CorpusHash string
 	// Val is the final validation score at length SeqLen over the whole
 	// validation text (see Evaluator.Score); zero with RunOptions.NoEval.
 	Val EvalResult
 	// StartStep is the step resumed from, Steps the step reached.
 	StartStep, Steps int
-	// Losses are the training losses of the updates of this run.
+	// Losses are the training losses (nats) of the updates of this run.
 	Losses []float64
 	// Wall is the time of the whole run, Train the time spent in updates.
 	Wall, Train time.Duration
-	// MsPerStep and TokensPerSec measure the updates of this run.
+	// MsPerStep and TokensPerSec measure the updates of this run (0 if it
+	// made none).
 	MsPerStep, TokensPerSec float64
 	Sample                  []byte
 }
 
 // String is the one-line summary printed at the end of a run.
 func (s *Summary) String() string {
-	return fmt.Sprintf("val %.4f bits/byte | steps %d | wall %s | %.1f ms/step | %.0f tokens/s",
-		s.Val.BitsPerByte, s.Steps, s.Wall.Round(time.Millisecond), s.MsPerStep, s.TokensPerSec)
+	out := fmt.Sprintf("val %.4f bits/byte", s.Val.BitsPerByte)
+	if s.Val.Tokens == 0 {
+		out = "val not measured"
+	}
+	if n := len(s.Losses); n > 0 {
+		out += fmt.Sprintf(" | train loss %.4f bits/byte (last update)", s.Losses[n-1]/math.Ln2)
+	}
+	out += fmt.Sprintf(" | steps %d | wall %s", s.Steps, s.Wall.Round(time.Millisecond))
+	if len(s.Losses) > 0 {
+		out += fmt.Sprintf(" | %.1f ms/step | %.0f tokens/s", s.MsPerStep, s.TokensPerSec)
+	} else {
+		out += " | no update in this run"
+	}
+	return out
 }
 
-// Run trains cfg on c to cfg.Steps updates: it resumes from a checkpoint if
-// one is found (see RunOptions), shows a progress bar (step, loss, tokens/s,
-// ETA), evaluates the validation bits per byte every cfg.EvalEvery updates
-// and at the end (unless NoEval), saves checkpoints, and generates a sample.
+// Check returns an error naming the first invalid option.
+func (o RunOptions) Check() error {
+	switch {
+	case o.Fresh && o.Resume != "":
+		return errors.New("-fresh and -resume contradict each other: -fresh starts from scratch, -resume continues a checkpoint; pass one")
+	case o.SaveEvery < 0:
+		return errors.Errorf("-save-every %d must not be negative", o.SaveEvery)
+	case o.SampleLen < 0:
+		return errors.Errorf("-sample %d must not be negative", o.SampleLen)
+	}
+	return nil
+}
+
+// CheckWritable checks that path is not a directory (or another non-regular
+// file) and that a file can be created in its directory (created if
+// needed), by creating and removing a temporary file, so a run fails at the
+// start rather than at its first save.
+func CheckWritable(path string) error {
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		return errors.Errorf("cannot write %s: it exists and is not a regular file", path)
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return errors.Wrapf(err, "cannot write %s", path)
+	}
+	f, err := os.CreateTemp(dir, tempPattern(path))
+	if err != nil {
+		return errors.Wrapf(err, "cannot write %s", path)
+	}
+	f.Close()
+	return errors.Wrapf(os.Remove(f.Name()), "cannot write %s", path)
+}
+
+// Run trains cfg on c to cfg.Steps updates. Before any update it checks the
+// options (RunOptions.Check), the configuration and its estimated memory,
+// and, with a checkpoint path, takes the lock LockPath(Ckpt) (a second run
+// on the same checkpoint fails at once, naming the holder), removes the
+// temporary files a killed save left, and checks the directory is
+// writable. It resumes from a checkpoint if one is found (see RunOptions
+// and Trainer.Restore: another model, batch, seq-len, seed, dtype or corpus
+// is refused; the settings a resumption may change are listed in the log).
+// A checkpoint already at or beyond cfg.Steps is not trained further (the
+// log says "already trained to step N; nothing to do"). Run shows progress
+// (step, loss in bits/byte, tokens/s, ETA), evaluates the validation bits
+// per byte every cfg.EvalEvery updates and at the end (unless NoEval),
+// writes one line per update to MetricsPath(Ckpt), saves checkpoints, and
+// generates a sample.
+//
+// The final validation is printed (and in the Summary) before the final
+// save, so a failing save does not hide it. A non-finite validation score
+// is an error.
 //
 // A cancelled ctx or a BeforeStep error stops the run before the next
 // update: the checkpoint is saved if an update happened since the last
 // save, and the error wraps ErrInterrupted. If an update fails (NaN or
-// infinite loss or gradient norm) Run returns its error without saving, so
-// the checkpoint on disk stays the last good one. The updates (batches,
-// weights, losses) are those of Trainer.TrainStep, so a run stopped and
-// resumed reproduces an uninterrupted one exactly.
-func Run(ctx context.Context, cfg Config, c *Corpus, opt RunOptions) (*Summary, error) {
+// infinite loss, gradient norm or weights) Run returns its error without
+// saving, so the checkpoint on disk stays the last good one. The updates
+// (batches, weights, losses) are those of Trainer.TrainStep, so a run
+// stopped and resumed reproduces an uninterrupted one exactly.
+func Run(ctx context.Context, cfg Config, c *Corpus, opt RunOptions) (sum *Summary, err error) {
 	start := time.Now()
 	if ctx == nil {
 		ctx = context.Background()
@@ -105,11 +172,42 @@ func Run(ctx context.Context, cfg Config, c *Corpus, opt RunOptions) (*Summary, 
 	if logw == nil {
 		logw = io.Discard
 	}
+	if err := opt.Check(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if c == nil {
+		return nil, errors.New("trainer: nil corpus")
+	}
+	if opt.Ckpt != "" {
+		unlock, err := Lock(LockPath(opt.Ckpt))
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if uerr := unlock(); err == nil && uerr != nil {
+				err = uerr
+			}
+		}()
+		removed, err := removeStaleTemps(opt.Ckpt)
+		for _, p := range removed {
+			fmt.Fprintf(logw, "removed %s, left by an interrupted save\n", p)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := CheckWritable(opt.Ckpt); err != nil {
+			return nil, err
+		}
+	}
 	t, err := New(cfg, c)
 	if err != nil {
 		return nil, err
 	}
 	defer t.Close()
+	cfg = t.Cfg // resolved
 
 	from := opt.Resume
 	if from == "" && !opt.Fresh && opt.Ckpt != "" {
@@ -118,49 +216,54 @@ func Run(ctx context.Context, cfg Config, c *Corpus, opt RunOptions) (*Summary, 
 		}
 	}
 	if from != "" {
-		if err := t.Load(from); err != nil {
+		ck, err := LoadCheckpoint(from)
+		if err == nil {
+			err = errors.WithMessagef(t.Restore(ck), "checkpoint %s", from)
+		}
+		if err != nil {
 			return nil, errors.WithMessage(err, "resuming (start over with -fresh, or choose another -ckpt)")
 		}
 		fmt.Fprintf(logw, "resumed from %s at step %d\n", from, t.Step())
+		if ck.Format != checkpointFormat {
+			fmt.Fprintf(logw, "(%s checkpoint: its corpus was not recorded, so it is not checked)\n", ck.Format)
+		}
+		if ch := cfg.Changes(ck.Config); len(ch) > 0 {
+			fmt.Fprintf(logw, "this run changes: %s\n", strings.Join(ch, ", "))
+		}
 	}
 	fmt.Fprintf(logw, "model %s: %d parameters; corpus %s: %d training / %d validation bytes\n",
-		describe(cfg), t.Params.Count(), c.Path, len(c.Train), len(c.Val))
+		describe(cfg), t.Params.Count(), c.name(), len(c.Train), len(c.Val))
 
 	ev, err := NewEvaluator(t.Params, cfg.Model, cfg.EvalBatch, cfg.SeqLen)
 	if err != nil {
 		return nil, err
 	}
 	defer ev.Close()
+	var mlog *metricsLog
+	if opt.Ckpt != "" {
+		if mlog, err = openMetrics(MetricsPath(opt.Ckpt), t.Step()); err != nil {
+			return nil, err
+		}
+		defer mlog.close()
+	}
 	if opt.OnStart != nil {
 		opt.OnStart(t.Step())
 	}
 
-	sum := &Summary{StartStep: t.Step()}
-	var bar *progressbar.ProgressBar
+	sum = &Summary{Config: cfg, Provenance: Provenance(), CorpusHash: c.Hash(), StartStep: t.Step(), Steps: t.Step()}
+	if t.Step() >= cfg.Steps {
+		fmt.Fprintf(logw, "already trained to step %d; nothing to do: use -steps > %d to continue, or -fresh to start over\n",
+			t.Step(), t.Step())
+	}
+	bar := Progress(nopProgress{})
 	if opt.Progress != nil && t.Step() < cfg.Steps {
 		// The bar spans the updates of this run, so its ETA is right after
 		// a resumption; the description shows the global step.
-		bar = progressbar.NewOptions(cfg.Steps-t.Step(),
-			progressbar.OptionSetWriter(opt.Progress),
-			progressbar.OptionSetDescription(fmt.Sprintf("step %d/%d", t.Step(), cfg.Steps)),
-			progressbar.OptionSetPredictTime(true),
-			progressbar.OptionSetElapsedTime(true),
-			progressbar.OptionThrottle(200*time.Millisecond),
-			progressbar.OptionSetWidth(20),
-			progressbar.OptionOnCompletion(func() { fmt.Fprintln(opt.Progress) }),
-		)
+		bar = NewProgress(opt.Progress, int64(cfg.Steps-t.Step()), fmt.Sprintf("step %d/%d", t.Step(), cfg.Steps))
 	}
-	stopBar := func() {
-		if bar != nil {
-			bar.Exit()
-			bar = nil
-		}
-	}
-	defer stopBar()
+	defer func() { bar.Exit() }()
 	say := func(format string, args ...any) {
-		if bar != nil {
-			bar.Clear()
-		}
+		bar.Clear()
 		fmt.Fprintf(logw, format, args...)
 	}
 	saved := t.Step()
@@ -176,8 +279,23 @@ func Run(ctx context.Context, cfg Config, c *Corpus, opt RunOptions) (*Summary, 
 		}
 		return nil
 	}
+	// pending is the metrics line of the last update, written when the next
+	// update starts or the run ends, so that an evaluation can join it.
+	var pending *Metric
+	flush := func() error {
+		if pending == nil {
+			return nil
+		}
+		m := *pending
+		pending = nil
+		return mlog.add(m)
+	}
+	defer flush()
 	tokens := float64(cfg.Batch * cfg.SeqLen)
 	for t.Step() < cfg.Steps {
+		if err := flush(); err != nil {
+			return sum, err
+		}
 		stop := ctx.Err()
 		if stop == nil && opt.BeforeStep != nil {
 			stop = opt.BeforeStep(t.Step())
@@ -186,33 +304,35 @@ func Run(ctx context.Context, cfg Config, c *Corpus, opt RunOptions) (*Summary, 
 			opt.testHook(t)
 		}
 		if stop != nil {
-			stopBar()
+			bar.Exit()
 			return sum, interrupted(stop, t.Step(), cfg.Steps, opt.Ckpt, t.Step() > saved, save)
 		}
 		t0 := time.Now()
 		r, err := t.TrainStep()
 		dt := time.Since(t0)
 		if err != nil {
-			stopBar()
+			bar.Exit()
 			return sum, errors.WithMessage(err, "training stopped; the checkpoint on disk (if any) is the last good one")
 		}
 		r.Seconds = dt.Seconds()
 		sum.Train += dt
+		sum.Steps = r.Step
 		sum.Losses = append(sum.Losses, r.Loss)
+		pending = &Metric{Step: r.Step, LossBPB: r.Loss / math.Ln2, LR: r.LR, GradNorm: r.GradNorm,
+			Seconds: r.Seconds, TokensPerSec: tokens / r.Seconds}
 		if opt.OnStep != nil {
 			opt.OnStep(r)
 		}
-		if bar != nil {
-			bar.Describe(fmt.Sprintf("step %d/%d | loss %.4f | %.0f tok/s", r.Step, cfg.Steps, r.Loss,
-				float64(len(sum.Losses))*tokens/sum.Train.Seconds()))
-			bar.Add(1)
-		}
+		bar.Describe(fmt.Sprintf("step %d/%d | loss %.4f bits/byte | %.0f tok/s", r.Step, cfg.Steps, r.Loss/math.Ln2,
+			float64(len(sum.Losses))*tokens/sum.Train.Seconds()))
+		bar.Add(1)
 		if cfg.EvalEvery > 0 && r.Step%cfg.EvalEvery == 0 && r.Step < cfg.Steps {
 			v, err := validate(ev, c.Val)
 			if err != nil {
 				return sum, err
 			}
-			say("step %d: train loss %.4f, val %.4f bits/byte\n", r.Step, r.Loss, v.BitsPerByte)
+			pending.ValBPB = &v.BitsPerByte
+			say("step %d: train loss %.4f bits/byte, val %.4f bits/byte\n", r.Step, r.Loss/math.Ln2, v.BitsPerByte)
 		}
 		if opt.Ckpt != "" && opt.SaveEvery > 0 && r.Step%opt.SaveEvery == 0 {
 			if err := save(); err != nil {
@@ -220,17 +340,19 @@ func Run(ctx context.Context, cfg Config, c *Corpus, opt RunOptions) (*Summary, 
 			}
 		}
 	}
-	if bar != nil {
-		bar.Finish()
-		bar = nil
-	}
-	sum.Steps = t.Step()
+	bar.Finish()
 	if !opt.NoEval {
 		if sum.Val, err = validate(ev, c.Val); err != nil {
 			return sum, err
 		}
+		if pending != nil {
+			pending.ValBPB = &sum.Val.BitsPerByte
+		}
 		fmt.Fprintf(logw, "validation: %.4f bits/byte over %d windows of %d bytes (%d targets)\n",
 			sum.Val.BitsPerByte, sum.Val.Windows, cfg.SeqLen, sum.Val.Tokens)
+	}
+	if err := flush(); err != nil {
+		return sum, err
 	}
 	if opt.Ckpt != "" && t.Step() > saved {
 		if err := save(); err != nil {
@@ -264,7 +386,11 @@ func validate(ev *Evaluator, val []byte) (EvalResult, error) {
 	if err != nil {
 		return EvalResult{}, errors.WithMessage(err, "validation")
 	}
-	return s[0].Result(), nil
+	r := s[0].Result()
+	if math.IsNaN(r.BitsPerByte) || math.IsInf(r.BitsPerByte, 0) {
+		return r, errors.Errorf("validation: %v bits/byte: the model's outputs are not finite (learning rate too high?)", r.BitsPerByte)
+	}
+	return r, nil
 }
 
 // interrupted saves the checkpoint if needed and returns the error wrapping

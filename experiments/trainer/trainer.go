@@ -26,6 +26,9 @@ type Trainer struct {
 
 	step    int
 	batcher *Batcher
+	// broken is set when an update left non-finite weights: the trainer
+	// refuses further updates and saves.
+	broken error
 
 	g          *G.ExprGraph
 	lm         *layers.LM
@@ -53,12 +56,18 @@ type StepResult struct {
 	Seconds float64
 }
 
-// New validates cfg, checks that the corpus is long enough, creates the
-// model's parameters (seeded with cfg.Seed) and builds the training graph.
+// New validates cfg, checks that the corpus is long enough and that the
+// estimated memory of the run (EstimateMemory) fits in the available memory,
+// creates the model's parameters (seeded with cfg.Seed) and builds the
+// training graph. Trainer.Cfg is cfg.Resolved().
 func New(cfg Config, c *Corpus) (*Trainer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := CheckMemory(cfg, 0); err != nil {
+		return nil, err
+	}
+	cfg = cfg.Resolved()
 	if c == nil {
 		return nil, errors.New("trainer: nil corpus")
 	}
@@ -153,10 +162,16 @@ func (t *Trainer) optParams() ([]optim.Param, error) {
 // pass, global-norm clipping, learning rate from the schedule, AdamW step
 // (which zeroes the gradients). If the loss or the gradient norm is NaN or
 // infinite, the weights and the optimizer state are left untouched and the
-// error names the update.
+// error names the update. If the update itself makes a weight NaN or
+// infinite (a learning rate far too high), the error names the weight and
+// the trainer is broken: every later TrainStep and Save returns that error,
+// so non-finite weights are never saved.
 func (t *Trainer) TrainStep() (StepResult, error) {
 	s := t.step
 	res := StepResult{Step: s + 1}
+	if t.broken != nil {
+		return res, t.broken
+	}
 	t.batcher.Next(t.ids, t.tgts)
 	if err := G.Let(t.idsN, t.idsT); err != nil {
 		return res, errors.Wrap(err, "trainer: binding ids")
@@ -191,8 +206,40 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 	if err := t.Opt.Step(ps); err != nil {
 		return res, errors.Wrapf(err, "trainer: step %d", s+1)
 	}
+	if err := t.checkFinite(); err != nil {
+		t.broken = errors.WithMessagef(err, "trainer: step %d (learning rate %g) made the weights non-finite; stopping", s+1, res.LR)
+		return res, t.broken
+	}
 	t.step++
 	return res, nil
+}
+
+// checkFinite returns an error naming the first parameter holding a NaN or
+// an infinity.
+func (t *Trainer) checkFinite() error {
+	for _, n := range t.Params.Names() {
+		bad, at := -1, 0.0
+		switch d := t.Params.Value(n).Data().(type) {
+		case []float32:
+			for i, x := range d {
+				if y := float64(x); math.IsNaN(y) || math.IsInf(y, 0) {
+					bad, at = i, y
+					break
+				}
+			}
+		case []float64:
+			for i, x := range d {
+				if math.IsNaN(x) || math.IsInf(x, 0) {
+					bad, at = i, x
+					break
+				}
+			}
+		}
+		if bad >= 0 {
+			return errors.Errorf("weight %q holds %v at index %d", n, at, bad)
+		}
+	}
+	return nil
 }
 
 // scalar reads a 0-d (or 1-element) float value.
@@ -213,16 +260,22 @@ func scalar(v G.Value) float64 {
 // Checkpoint returns the trainer's state: config, step, batch generator,
 // parameters and optimizer state.
 func (t *Trainer) Checkpoint() (*Checkpoint, error) {
+	if t.broken != nil {
+		return nil, t.broken
+	}
 	rng, err := t.batcher.State()
 	if err != nil {
 		return nil, errors.Wrap(err, "trainer: batch generator state")
 	}
 	return &Checkpoint{
-		Config: t.Cfg,
-		Step:   t.step,
-		RNG:    rng,
-		Params: paramsFrom(t.Params),
-		Optim:  t.Opt.State(),
+		Config:     t.Cfg,
+		Step:       t.step,
+		RNG:        rng,
+		Params:     paramsFrom(t.Params),
+		Optim:      t.Opt.State(),
+		CorpusHash: t.Corpus.Hash(),
+		Provenance: Provenance(),
+		Format:     checkpointFormat,
 	}, nil
 }
 
@@ -235,14 +288,20 @@ func (t *Trainer) Save(path string) error {
 	return ck.Save(path)
 }
 
-// Restore resumes from ck: it checks that ck was trained with the same
-// model, batch, sequence length and dtype (the error lists the differing
-// fields), then restores the weights, the optimizer state, the batch
-// generator and the step. Other settings (steps, learning rate, ...) are
-// this run's.
+// Restore resumes from ck: it checks that ck was trained on the same corpus
+// (same Corpus.Hash; not checked for a v1 checkpoint, which has none) and
+// with the same model, batch, sequence length, seed and dtype (see
+// ResumeRules; the error lists the differing options), then restores the
+// weights, the optimizer state, the batch generator and the step. Other
+// settings (steps, learning rate, ...) are this run's (Config.Changes lists
+// them).
 func (t *Trainer) Restore(ck *Checkpoint) error {
 	if err := t.Cfg.Mismatch(ck.Config); err != nil {
 		return err
+	}
+	if h := t.Corpus.Hash(); ck.CorpusHash != "" && ck.CorpusHash != h {
+		return errors.Errorf("checkpoint was trained on a corpus with SHA-256 %s; this run's corpus %s has SHA-256 %s",
+			ck.CorpusHash, t.Corpus.name(), h)
 	}
 	if err := ck.RestoreParams(t.Params); err != nil {
 		return err
@@ -254,6 +313,7 @@ func (t *Trainer) Restore(ck *Checkpoint) error {
 		return errors.WithMessage(err, "checkpoint")
 	}
 	t.step = ck.Step
+	t.broken = nil
 	return nil
 }
 

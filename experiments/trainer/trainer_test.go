@@ -119,8 +119,8 @@ func TestNaNStops(t *testing.T) {
 	if err != nil || ck.Step != 2 {
 		t.Fatalf("checkpoint step %v, err %v", ck, err)
 	}
-	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
-		t.Errorf("%d files in the checkpoint directory", len(ents))
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 || ents[1].Name() != MetricsFile {
+		t.Errorf("files in the checkpoint directory: %v (want the checkpoint and %s)", ents, MetricsFile)
 	}
 
 	// A NaN gradient with a finite loss is caught too, and nothing moves.
@@ -186,7 +186,7 @@ func TestRun(t *testing.T) {
 	other := cfg
 	other.Model.DModel = 32
 	_, err = Run(context.Background(), other, tinyCorpus(t), RunOptions{Ckpt: path})
-	wantErr(t, err, "d_model=16", "-fresh")
+	wantErr(t, err, "d-model=16", "-fresh")
 	_, err = Run(context.Background(), cfg, tinyCorpus(t), RunOptions{Resume: filepath.Join(t.TempDir(), "none.safetensors")})
 	wantErr(t, err, "none.safetensors")
 }
