@@ -88,6 +88,11 @@ func describeRow(row *Row, p Plan, j EvalJob) {
 }
 
 func (r *runner) render() error {
+	unlock, err := trainer.Lock(filepath.Join(r.opt.Dir, renderLock))
+	if err != nil {
+		return errors.WithMessage(err, "another process is rendering this output directory")
+	}
+	defer unlock()
 	rows, configs, pending, err := r.collect()
 	if err != nil {
 		return err

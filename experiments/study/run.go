@@ -92,8 +92,22 @@ func (o *Options) defaults(p Plan) {
 }
 
 // Clean deletes what Run and Render write in dir (models/, results/, the
-// rendered files), and nothing else.
+// rendered files), and nothing else. It refuses while another process
+// trains, evaluates or renders in dir (its error names the holder).
 func Clean(dir string) error {
+	unlock, err := trainer.Lock(filepath.Join(dir, renderLock))
+	if err != nil {
+		return errors.WithMessage(err, "not cleaning the output directory")
+	}
+	defer unlock()
+	locks, _ := filepath.Glob(filepath.Join(dir, "models", "*", "job.lock"))
+	for _, l := range locks {
+		u, err := trainer.Lock(l)
+		if err != nil {
+			return errors.WithMessage(err, "not cleaning the output directory")
+		}
+		defer u()
+	}
 	for _, n := range []string{"models", "results", FileCSV, FileJSON, FileTable} {
 		if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
 			return errors.Wrap(err, "cleaning the output directory")
@@ -106,6 +120,10 @@ func Clean(dir string) error {
 	}
 	return nil
 }
+
+// renderLock is the lock file of the rendered files in the output
+// directory.
+const renderLock = "render.lock"
 
 // trainSpec identifies a training: a saved model is reused only if its spec
 // is the same.
@@ -186,6 +204,7 @@ func (r *runner) ckptPath(m ModelJob) string {
 	return filepath.Join(r.modelDir(m), "ckpt.safetensors")
 }
 func (r *runner) statePath(m ModelJob) string { return filepath.Join(r.modelDir(m), "train.json") }
+func (r *runner) lockPath(m ModelJob) string  { return filepath.Join(r.modelDir(m), "job.lock") }
 func (r *runner) evalPath(j EvalJob) string {
 	return filepath.Join(r.opt.Dir, "results", j.Key()+".json")
 }
@@ -326,41 +345,21 @@ func RunJob(ctx context.Context, p Plan, c *trainer.Corpus, opt Options, n int) 
 func (r *runner) runJobs(ctx context.Context, jobs []ModelJob) error {
 	p := r.plan
 	logw := r.opt.Log
-	var err error
 	// Find what is done; a configuration mismatch is an error before any
 	// work.
 	var work []modelWork
 	for _, m := range jobs {
-		w := modelWork{job: m}
-		for _, j := range p.EvalJobs(m) {
-			f, err := r.loadEval(j)
-			if err != nil {
-				return err
-			}
-			if f == nil {
-				w.pending = append(w.pending, j)
-			} else {
-				r.out.SkippedEvals++
-			}
-		}
-		if w.state, err = r.loadState(m); err != nil {
+		w, done, err := r.findWork(m)
+		if err != nil {
 			return err
 		}
-		if len(w.pending) == 0 {
-			r.out.SkippedModels++
-			continue
-		}
-		w.train = w.state == nil || !w.state.Done
-		if !w.train {
-			if _, err := os.Stat(r.ckptPath(m)); err != nil {
-				fmt.Fprintf(logw, "%s: checkpoint missing, training again\n", m.Key())
-				w.state, w.train = nil, true
-			}
-		}
-		if !w.train {
+		r.out.SkippedEvals += done
+		if len(w.pending) == 0 || !w.train {
 			r.out.SkippedModels++
 		}
-		work = append(work, w)
+		if len(w.pending) > 0 {
+			work = append(work, w)
+		}
 	}
 
 	if p.Reduced != "" {
@@ -406,21 +405,69 @@ func (r *runner) runJobs(ctx context.Context, jobs []ModelJob) error {
 	}
 	for i, w := range work {
 		tag := fmt.Sprintf("[%d/%d %s]", i+1, len(work), w.job.Key())
-		st := w.state
-		if w.train {
-			if st, err = r.train(ctx, tag, w.job, st); err != nil {
-				r.stopBar()
-				return err
-			}
-		}
-		for _, j := range w.pending {
-			if err := r.evaluate(ctx, tag, j, st); err != nil {
-				r.stopBar()
-				return err
-			}
+		if err := r.runModel(ctx, tag, w.job); err != nil {
+			r.stopBar()
+			return err
 		}
 	}
 	r.finishBar()
+	return nil
+}
+
+// findWork returns what remains to do for model m, and how many of its
+// evaluations are done. A result or training state of another
+// configuration is an error.
+func (r *runner) findWork(m ModelJob) (w modelWork, done int, err error) {
+	w.job = m
+	for _, j := range r.plan.EvalJobs(m) {
+		f, err := r.loadEval(j)
+		if err != nil {
+			return w, 0, err
+		}
+		if f == nil {
+			w.pending = append(w.pending, j)
+		} else {
+			done++
+		}
+	}
+	if w.state, err = r.loadState(m); err != nil {
+		return w, 0, err
+	}
+	w.train = w.state == nil || !w.state.Done
+	if !w.train && len(w.pending) > 0 {
+		if _, err := os.Stat(r.ckptPath(m)); err != nil {
+			r.logf("%s: checkpoint missing, training again\n", m.Key())
+			w.state, w.train = nil, true
+		}
+	}
+	return w, done, nil
+}
+
+// runModel does the work of model m under its lock (models/<key>/job.lock),
+// so that two processes never write the same model's files: a second one
+// gets an error naming the holder. What is done is read again under the
+// lock, since another process may have finished it meanwhile.
+func (r *runner) runModel(ctx context.Context, tag string, m ModelJob) error {
+	unlock, err := trainer.Lock(r.lockPath(m))
+	if err != nil {
+		return errors.WithMessagef(err, "%s is being trained or evaluated by another process", m.Key())
+	}
+	defer unlock()
+	w, _, err := r.findWork(m)
+	if err != nil {
+		return err
+	}
+	st := w.state
+	if w.train {
+		if st, err = r.train(ctx, tag, m, st); err != nil {
+			return err
+		}
+	}
+	for _, j := range w.pending {
+		if err := r.evaluate(ctx, tag, j, st); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -473,3 +473,34 @@ func TestJobsEqualRun(t *testing.T) {
 	_, err = RunJob(context.Background(), p, tinyCorpus(t), Options{Dir: dir}, 4)
 	wantErr(t, err, "job 4", "4 jobs, numbered 0 to 3")
 }
+
+// TestLocks checks that a model whose lock another process holds is not
+// touched (the error names the model and the holder), that rendering and
+// cleaning refuse while their locks are held, and that the study runs once
+// they are released.
+func TestLocks(t *testing.T) {
+	p := tinyPlan("none")
+	dir := t.TempDir()
+	unlock, err := trainer.Lock(filepath.Join(dir, "models", "none-seed1", "job.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = run(t, p, dir, newCounter())
+	wantErr(t, err, "none-seed1 is being trained or evaluated by another process", "pid")
+	wantErr(t, Clean(dir), "not cleaning", "pid")
+	unlock()
+	unlock, err = trainer.Lock(filepath.Join(dir, renderLock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = run(t, p, dir, newCounter())
+	wantErr(t, err, "another process is rendering")
+	wantErr(t, Clean(dir), "not cleaning")
+	unlock()
+	if _, err := Render(p, tinyCorpus(t), Options{Dir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Clean(dir); err != nil {
+		t.Fatal(err)
+	}
+}
