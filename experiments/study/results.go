@@ -6,11 +6,9 @@ import (
 	"encoding/json"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/pkg/errors"
 
@@ -81,7 +79,7 @@ type Row struct {
 	Overrides    string            `json:"overrides,omitempty"`
 	PosOptions   map[string]string `json:"pos_options,omitempty"`
 	// BLAS (graph.BLASName()), GoVersion (runtime.Version()) and GitDirty
-	// (GitDirty(): the work tree had uncommitted changes) describe the build
+	// (the work tree had uncommitted changes; see trainer.Provenance) describe the build
 	// that computed the row; Run sets them when it evaluates. Rows without
 	// BLAS and GoVersion predate these fields (GitDirty unknown).
 	BLAS      string `json:"blas,omitempty"`
@@ -148,13 +146,6 @@ func resolvedPosOptions(m layers.Config) map[string]string {
 		}
 	}
 	return out
-}
-
-// GitDirty reports whether `git status --porcelain --untracked-files=no`,
-// run in the current directory, lists changes (false if git fails).
-func GitDirty() bool {
-	out, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output()
-	return err == nil && len(strings.TrimSpace(string(out))) > 0
 }
 
 // File is the content of results.json.
@@ -278,19 +269,6 @@ func writeFileAtomic(path string, data []byte) error {
 		return errors.Wrapf(err, "writing %s", path)
 	}
 	return nil
-}
-
-// GitRevision returns `git rev-parse HEAD` run in the current directory,
-// or "unknown".
-func GitRevision() string {
-	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
-	if err != nil {
-		return "unknown"
-	}
-	if s := strings.TrimSpace(string(out)); s != "" {
-		return s
-	}
-	return "unknown"
 }
 
 // Cell is the aggregate over seeds of one encoding x length x protocol.

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/rpe-go/rpe/experiments/trainer"
-	"github.com/rpe-go/rpe/graph"
 	"github.com/rpe-go/rpe/posenc"
 )
 
@@ -46,7 +44,7 @@ type Options struct {
 	// Progress receives the progress bar (nil: none); Log receives the
 	// messages and the final table (nil: discarded).
 	Progress, Log io.Writer
-	// GitRev is recorded in the rows (default GitRevision()).
+	// GitRev is recorded in the rows (default trainer.Provenance().GitRev).
 	GitRev string
 	// Command is the command line shown in table.md (default
 	// "go run ./experiments/extrapolation -preset <preset>").
@@ -84,7 +82,7 @@ func (o *Options) defaults(p Plan) {
 		o.Log = io.Discard
 	}
 	if o.GitRev == "" {
-		o.GitRev = GitRevision()
+		o.GitRev = trainer.Provenance().GitRev
 	}
 	if o.Command == "" {
 		o.Command = "go run ./experiments/extrapolation -preset " + p.Preset
@@ -190,10 +188,7 @@ type runner struct {
 		n   int
 		crc uint32
 	}
-	prov struct {
-		BLAS, GoVersion string
-		Dirty           bool
-	}
+	prov  trainer.ProvenanceInfo
 	bar   *progressbar.ProgressBar
 	total int64
 	done  int64
@@ -231,7 +226,7 @@ func newRunner(p Plan, c *trainer.Corpus, opt Options) (*runner, error) {
 	}
 	r := &runner{plan: p, c: c, text: text, opt: opt, out: &Outcome{Dir: opt.Dir}}
 	r.corpus.n, r.corpus.crc = corpusCRC(c)
-	r.prov.BLAS, r.prov.GoVersion, r.prov.Dirty = graph.BLASName(), runtime.Version(), GitDirty()
+	r.prov = trainer.Provenance()
 	return r, nil
 }
 
