@@ -1,27 +1,45 @@
 // Command extrapolation runs the length-extrapolation study: it trains the
 // reference byte-level model once per position encoding (same seed, same
 // batches), evaluates each at L, 2L, 4L and 8L with two protocols (every
-// target of non-overlapping windows; only the last L targets of each), the
-// RoPE scalings on the trained RoPE model, measures speed and peak memory,
-// and writes results.csv, results.json, table.md and PNG plots under
-// runs/extrapolation/<preset>/.
+// target of the validation split in non-overlapping windows; only the last L
+// targets of each window), the RoPE scalings on the trained RoPE model,
+// measures speed and peak memory, and writes results.csv, results.json,
+// table.md and PNG plots under runs/extrapolation/<preset>/.
 //
-//	go run ./experiments/extrapolation                # quick preset, ~7 min on 2 cores
-//	go run ./experiments/extrapolation -preset full   # reference study: 10 encodings x 3 seeds x 2000 updates
+//	go run ./experiments/extrapolation                # quick preset (see README for its measured time)
+//	go run ./experiments/extrapolation -preset full   # reference study: every encoding and variant x 3 seeds x 2000 updates
 //	go run ./experiments/extrapolation -render        # rewrite tables and plots from saved results
 //
+// Every option of the training configuration is a flag (-lr, -batch,
+// -d-model, -t5-max-distance, ...: -h lists them), applied to every model of
+// the study; -config starts from a JSON configuration (as the train
+// command's -dump-config prints it). -encodings takes encoding names and
+// variants with option overrides, such as t5@t5-max-distance=64. Any change
+// to the preset makes another study, "<preset>-custom", with its own output
+// directory.
+//
+// The study splits into independent jobs, one per trained model: -jobs lists
+// them (one line each: number, model), -job N runs job N only (train and
+// evaluate that model into the output directory, no rendering), and -render
+// merges whatever jobs have finished. scripts/slurm/ runs them as a Slurm job
+// array; without -job, one process runs them all and renders.
+//
 // An interrupted study (Ctrl-C saves the current checkpoint) resumes where
-// it stopped when run again; a finished one only re-renders. Bad flags or
-// input exit with status 2 before anything is trained, a failed run with
-// status 1, an interrupted one with status 130.
+// it stopped when run again; a finished one only re-renders. Two processes
+// never write the same files: each locks the model it works on and the
+// rendered files, and a second one gets an error naming the holder. Bad
+// flags or input exit with status 2 before anything is trained, a failed run
+// with status 1, an interrupted one with status 130.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"reflect"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,100 +50,165 @@ import (
 	"github.com/rpe-go/rpe/experiments/trainer"
 )
 
-func main() {
-	fs := flag.NewFlagSet("extrapolation", flag.ExitOnError)
-	preset := fs.String("preset", "quick", "study preset: "+strings.Join(study.PresetNames(), ", "))
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// presetArg returns the value of -preset in args (default "quick"), found
+// before the flags are parsed, since the preset gives the other flags their
+// defaults.
+func presetArg(args []string) string {
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "preset" {
+			continue
+		}
+		if hasVal {
+			return val
+		}
+		if i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return "quick"
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	usage := func(err error) int {
+		fmt.Fprintf(stderr, "extrapolation: %v\n(run with -h for the flags)\n", err)
+		return 2
+	}
+	fail := func(err error) int {
+		fmt.Fprintln(stderr, "extrapolation:", err)
+		if errors.Is(err, study.ErrInterrupted) {
+			return 130
+		}
+		return 1
+	}
+	preset, err := study.Preset(presetArg(args))
+	if err != nil {
+		return usage(err)
+	}
+	plan := preset
+	fs := flag.NewFlagSet("extrapolation", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cf := trainer.BindFlags(fs, &plan.Base)
+	fs.String("preset", "quick", "study preset: "+strings.Join(study.PresetNames(), ", ")+" (sets the defaults of the other flags)")
 	corpus := fs.String("corpus", "", "text file (default: $GOROOT/src/testdata/Isaac.Newton-Opticks.txt)")
 	out := fs.String("out", "", "output directory (default runs/extrapolation/<preset>)")
-	encodings := fs.String("encodings", "", "comma-separated trained encodings, overriding the preset's (valid: "+
+	encodings := fs.String("encodings", "", "comma-separated trained encodings or variants name@option=value@..., overriding the preset's (encodings: "+
 		strings.Join(study.TrainableEncodings, ", ")+")")
 	seeds := fs.String("seeds", "", "comma-separated seeds, overriding the preset's")
-	steps := fs.Int("steps", 0, "training updates, overriding the preset's")
+	maxWindows := fs.Int("max-windows", plan.MaxWindows, "score only the first N windows of the longest length (0: the whole validation split)")
+	saveEvery := fs.Int("save-every", plan.SaveEvery, "save a training checkpoint every N updates")
 	fresh := fs.Bool("fresh", false, "delete the saved models and results of the output directory first")
 	render := fs.Bool("render", false, "only rewrite the tables and plots from the saved results")
-	fs.Parse(os.Args[1:])
+	listJobs := fs.Bool("jobs", false, "list the study's independent jobs, one line each (number, model), and exit")
+	job := fs.Int("job", -1, "run only job N of -jobs (its training and evaluations; no rendering) and exit")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
 	if fs.NArg() > 0 {
-		usage(fmt.Errorf("unexpected arguments %q", fs.Args()))
+		return usage(fmt.Errorf("unexpected arguments %q", fs.Args()))
 	}
-
-	plan, err := study.Preset(*preset)
-	if err != nil {
-		usage(err)
+	if plan.Base, err = cf.Resolve(); err != nil {
+		return usage(err)
 	}
-	custom := false
+	if cf.Explicit("steps") && !cf.Explicit("warmup") {
+		plan.Base.Warmup = min(plan.Base.Warmup, plan.Base.Steps/10)
+	}
+	if cf.Dump() {
+		if err := trainer.DumpJSON(stdout, plan.Base); err != nil {
+			return usage(err)
+		}
+		return 0
+	}
 	if *encodings != "" {
 		plan.Encodings = splitList(*encodings)
-		custom = true
 	}
 	if *seeds != "" {
 		plan.Seeds = nil
 		for _, s := range splitList(*seeds) {
 			v, err := strconv.ParseInt(s, 10, 64)
 			if err != nil {
-				usage(fmt.Errorf("-seeds: %q is not an integer", s))
+				return usage(fmt.Errorf("-seeds: %q is not an integer", s))
 			}
 			plan.Seeds = append(plan.Seeds, v)
 		}
-		custom = true
 	}
-	if *steps != 0 {
-		if *steps < 0 {
-			usage(fmt.Errorf("-steps %d must be positive", *steps))
-		}
-		plan.Base.Steps = *steps
-		plan.Base.Warmup = min(plan.Base.Warmup, *steps/10)
-		custom = true
-	}
-	if custom {
+	plan.MaxWindows, plan.SaveEvery = *maxWindows, *saveEvery
+	if !reflect.DeepEqual(plan, preset) {
 		// Overrides make another study: keep its files apart.
 		plan.Preset += "-custom"
 		plan.Reduced = study.DescribeReductions(plan)
 	}
+	if *job >= 0 && (*render || *listJobs) {
+		return usage(errors.New("-job runs one job; it does not go with -render or -jobs"))
+	}
+	if *fresh && (*render || *listJobs || *job >= 0) {
+		return usage(errors.New("-fresh deletes the saved results; it goes only with a whole run (not with -render, -jobs or -job)"))
+	}
 
 	c, err := trainer.LoadCorpus(*corpus)
 	if err != nil {
-		usage(err)
+		return usage(err)
 	}
 	if err := plan.Validate(c); err != nil {
-		usage(err)
+		return usage(err)
 	}
-	opt := study.Options{Dir: *out, Progress: os.Stderr, Log: os.Stdout,
-		Command: "go run ./experiments/extrapolation " + strings.Join(os.Args[1:], " ")}
-	if len(os.Args) == 1 {
+	if *listJobs {
+		for i, m := range plan.Jobs() {
+			fmt.Fprintf(stdout, "%d %s\n", i, m.Key())
+		}
+		return 0
+	}
+	fmt.Fprintln(stderr, "extrapolation:", trainer.Provenance())
+	opt := study.Options{Dir: *out, Progress: stderr, Log: stdout,
+		Command: "go run ./experiments/extrapolation " + strings.Join(args, " ")}
+	if len(args) == 0 {
 		opt.Command = "go run ./experiments/extrapolation"
+	}
+	if opt.Dir == "" {
+		opt.Dir = study.DefaultDir(plan.Preset)
 	}
 	if *render {
 		o, err := study.Render(plan, c, opt)
 		if err != nil {
-			fail(err)
+			return fail(err)
 		}
 		if o.Pending > 0 {
-			fmt.Printf("%d evaluation job(s) are not done yet; run without -render to do them\n", o.Pending)
+			fmt.Fprintf(stdout, "%d evaluation job(s) are not done yet; run without -render to do them\n", o.Pending)
 		}
-		return
+		return 0
 	}
 	if *fresh {
-		dir := opt.Dir
-		if dir == "" {
-			dir = study.DefaultDir(plan.Preset)
-		}
-		if err := study.Clean(dir); err != nil {
-			fail(err)
+		if err := study.Clean(opt.Dir); err != nil {
+			return fail(err)
 		}
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() { <-ctx.Done(); stop() }() // a second Ctrl-C kills
+	if *job >= 0 {
+		o, err := study.RunJob(ctx, plan, c, opt, *job)
+		if err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(stdout, "job %d done in %s: %d training(s) (%d resumed), %d evaluation(s) run; %d evaluation(s) were already done\n",
+			*job, o.Wall.Round(1e9), o.Trained, o.Resumed, o.Evaluated, o.SkippedEvals)
+		return 0
+	}
 	o, err := study.Run(ctx, plan, c, opt)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "extrapolation:", err)
-		if errors.Is(err, study.ErrInterrupted) {
-			os.Exit(130)
-		}
-		os.Exit(1)
+		return fail(err)
 	}
-	fmt.Printf("done in %s: %d trainings (%d resumed), %d evaluations run; %d models and %d evaluations were already done\n",
+	fmt.Fprintf(stdout, "done in %s: %d trainings (%d resumed), %d evaluations run; %d models and %d evaluations were already done\n",
 		o.Wall.Round(1e9), o.Trained, o.Resumed, o.Evaluated, o.SkippedModels, o.SkippedEvals)
+	return 0
 }
 
 func splitList(s string) []string {
@@ -136,15 +219,4 @@ func splitList(s string) []string {
 		}
 	}
 	return out
-}
-
-// usage reports a bad invocation and exits with status 2.
-func usage(err error) {
-	fmt.Fprintf(os.Stderr, "extrapolation: %v\n(run with -h for the flags)\n", err)
-	os.Exit(2)
-}
-
-func fail(err error) {
-	fmt.Fprintln(os.Stderr, "extrapolation:", err)
-	os.Exit(1)
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/pkg/errors"
-	"github.com/schollz/progressbar/v3"
 
 	"github.com/rpe-go/rpe/experiments/trainer"
 	"github.com/rpe-go/rpe/posenc"
@@ -189,7 +188,7 @@ type runner struct {
 		crc uint32
 	}
 	prov  trainer.ProvenanceInfo
-	bar   *progressbar.ProgressBar
+	bar   trainer.Progress // nil until the work is known
 	total int64
 	done  int64
 }
@@ -387,16 +386,7 @@ func (r *runner) runJobs(ctx context.Context, jobs []ModelJob) error {
 		r.opt.Dir, nTrain, nEval, r.out.SkippedModels, r.out.SkippedEvals)
 
 	if r.total > 0 && r.opt.Progress != nil {
-		r.bar = progressbar.NewOptions64(r.total,
-			progressbar.OptionSetWriter(r.opt.Progress),
-			progressbar.OptionSetDescription("starting"),
-			progressbar.OptionSetPredictTime(true),
-			progressbar.OptionSetElapsedTime(true),
-			progressbar.OptionThrottle(500*time.Millisecond),
-			progressbar.OptionSetWidth(20),
-			progressbar.OptionShowDescriptionAtLineEnd(),
-			progressbar.OptionOnCompletion(func() { fmt.Fprintln(r.opt.Progress) }),
-		)
+		r.bar = trainer.NewProgress(r.opt.Progress, r.total, "starting")
 	}
 	for i, w := range work {
 		tag := fmt.Sprintf("[%d/%d %s]", i+1, len(work), w.job.Key())
@@ -477,7 +467,6 @@ func (r *runner) finishBar() {
 func (r *runner) stopBar() {
 	if r.bar != nil {
 		r.bar.Exit()
-		fmt.Fprintln(r.opt.Progress)
 		r.bar = nil
 	}
 }
@@ -491,7 +480,7 @@ func (r *runner) describe(s string) {
 func (r *runner) add(n int64) {
 	r.done += n
 	if r.bar != nil {
-		r.bar.Add64(n)
+		r.bar.Add(n)
 	}
 }
 
