@@ -29,7 +29,7 @@ import (
 //   - metadata: "format" (checkpointFormat), "config" (the resolved
 //     Config as JSON), "step" (completed updates), "rng" (hex
 //     batch-generator state), "corpus_sha256" (Corpus.Hash of the corpus
-//     trained on), "provenance" (ProvenanceInfo as JSON) and "crc32c".
+//     trained on), "corpus_path" (its file), "provenance" (ProvenanceInfo as JSON) and "crc32c".
 //
 // The CRC-32C (Castagnoli) covers every tensor's name and bytes in name
 // order, then every other metadata key and value in key order, so a
@@ -62,8 +62,9 @@ type Checkpoint struct {
 	Params map[string]Tensor
 	// Optim is the optimizer state (optim.Optimizer.State).
 	Optim map[string][]float64
-	// CorpusHash is Corpus.Hash of the corpus trained on ("" in a v1 file).
-	CorpusHash string
+	// CorpusHash is Corpus.Hash of the corpus trained on ("" in a v1 file),
+	// CorpusPath the file it was read from ("" if in memory or v1).
+	CorpusHash, CorpusPath string
 	// Provenance describes the program that wrote it (zero in a v1 file).
 	Provenance ProvenanceInfo
 	// Format is the format read ("rpe-go/trainer/v1" or "/v2"); Save
@@ -231,6 +232,7 @@ func (ck *Checkpoint) Encode(w io.Writer) error {
 		"step":          strconv.Itoa(ck.Step),
 		"rng":           hex.EncodeToString(ck.RNG),
 		"corpus_sha256": ck.CorpusHash,
+		"corpus_path":   ck.CorpusPath,
 		"provenance":    string(prov),
 	}
 	meta["crc32c"] = strconv.FormatUint(uint64(checksum(names, func(n string) []byte { return views[n].data }, meta)), 10)
@@ -385,7 +387,7 @@ func DecodeCheckpoint(buf []byte) (ck *Checkpoint, err error) {
 		return nil, corrupt("rng state: %v", err)
 	}
 	if withMeta != nil {
-		ck.CorpusHash = meta["corpus_sha256"]
+		ck.CorpusHash, ck.CorpusPath = meta["corpus_sha256"], meta["corpus_path"]
 		if err := json.Unmarshal([]byte(meta["provenance"]), &ck.Provenance); err != nil {
 			return nil, corrupt("provenance: %v", err)
 		}

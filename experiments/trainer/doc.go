@@ -5,10 +5,11 @@
 // # Data
 //
 // Tokens are bytes (Vocab = 256). LoadCorpus reads a text file (default:
-// Newton's Opticks, $GOROOT/src/testdata/Isaac.Newton-Opticks.txt) and
-// splits it: the first 90% of the bytes train, the last 10% validate. A
+// Newton's Opticks, $GOROOT/src/testdata/Isaac.Newton-Opticks.txt; at most
+// MaxCorpusBytes = 1 GiB, devices and directories refused) and splits it: the first 90% of the bytes train, the last 10% validate. A
 // Batcher draws B windows of T+1 bytes at uniformly random offsets from a
-// seeded PCG generator whose state is saved in checkpoints.
+// seeded PCG generator whose state is saved in checkpoints. Corpus.Hash is
+// the SHA-256 of the corpus bytes; checkpoints record it.
 //
 // # Training
 //
@@ -23,7 +24,24 @@
 // global gradient norm, sets the scheduled learning rate and applies AdamW
 // (Loshchilov & Hutter 2019), which zeroes the gradients. A NaN or infinite
 // loss or gradient norm stops training with an error naming the update,
-// before anything is modified.
+// before anything is modified; an update that makes a weight non-finite
+// (a learning rate far too high) stops it too, naming the weight, and the
+// trainer then refuses to save. New refuses a configuration whose estimated
+// memory (EstimateMemory: weights, gradients, AdamW state, activations;
+// formula in its doc) exceeds MemAvailable.
+//
+// # Options
+//
+// Every leaf field of Config (with layers.Config and posenc.Options
+// flattened) is an option with a kebab-case name (internal/fields): -lr,
+// -seq-len, -d-model, -t5-max-distance, ... BindFlags registers them all on
+// a flag.FlagSet, with -dtype, the aliases -seq and -d, -config (a JSON
+// configuration, unknown fields refused; explicit flags override it) and
+// -dump-config; a new option field gets a flag with no new code.
+// DecodeConfig reads the JSON form. Config.Resolved replaces "zero means
+// default" fields by their values; checkpoints and summaries record the
+// resolved configuration and the Provenance (BLAS, Go version, git revision
+// and whether the tree was dirty).
 //
 // Run(ctx, cfg, corpus, RunOptions) is the engine of every run (the command
 // experiments/train and the extrapolation study): it resumes from a
@@ -36,6 +54,22 @@
 // BeforeStep error saves the checkpoint (if an update happened since the
 // last save) and returns an error wrapping ErrInterrupted; running again
 // resumes, and the losses equal those of an uninterrupted run.
+//
+// Run fails before its first update on what would fail later: bad options,
+// a configuration that cannot fit in memory, a checkpoint path that is not
+// writable or is locked by another run (Lock takes flock LOCK_EX|LOCK_NB on
+// LockPath(ckpt), holding pid, host, command and start time; the lock file
+// is removed on a clean exit and a file left by a killed run is harmless).
+// Holding the lock, it removes the temporary files a killed save left. It
+// prints the final validation before the final save (a failing save then
+// says the result was computed but not saved), treats a non-finite
+// validation as an error, prints losses in bits per byte, shows progress as
+// a bar on a terminal and as a plain line every PlainInterval otherwise
+// (NewProgress), and writes one JSON line per update to
+// <checkpoint dir>/metrics.jsonl (Metric: step, loss in bits/byte, learning
+// rate, gradient norm before clipping, timings, validation bits/byte where
+// measured), dropping lines after the step it resumes from, so an
+// interrupted and resumed run leaves the log of an uninterrupted one.
 //
 // # Evaluation
 //
@@ -58,17 +92,31 @@
 //
 // # Checkpoints
 //
+// # Checkpoints
+//
 // A checkpoint is a safetensors file holding every parameter under its name
 // (in the run's dtype), the optimizer state under "optim/<key>" (float64),
-// and metadata: the Config as JSON, the step, the batch generator state and
-// a CRC-32C of the tensor data. It is written atomically (temporary file in
-// the same directory, fsync, rename). Loading reports truncated or corrupt
-// files, missing, extra or misshapen tensors, and configuration mismatches
-// ("checkpoint was trained with pos=rope, d_model=128; this run asks for
-// pos=none, d_model=64"). A run stopped at step k and resumed from its
+// and metadata: the resolved Config as JSON, the step, the batch generator
+// state, the corpus SHA-256 and path, the provenance, and a CRC-32C covering
+// the tensors and all of that metadata (format v2; v1 files, whose CRC
+// covers the tensors only, are still read). It is written atomically
+// (temporary file in the same directory, fsync, rename, mode 0644) and only
+// from finite weights. Loading reports truncated, corrupt or edited files,
+// missing, extra or misshapen tensors.
+//
+// Resuming (Trainer.Restore, ResumeRules) refuses a checkpoint of another
+// corpus (naming both hashes) or with another value of any model option,
+// batch, seq-len, seed or dtype ("checkpoint was trained with pos=rope,
+// d-model=128; this run asks for pos=none, d-model=64"); it allows, and
+// lists in the log, changes of steps, lr, warmup, floor-frac, beta1, beta2,
+// adam-eps, weight-decay, clip-norm, eval-every and eval-batch. A checkpoint
+// already at cfg.Steps is not trained further ("already trained to step
+// N; nothing to do"). A run stopped at step k and resumed from its
 // checkpoint reproduces the losses of an uninterrupted run exactly.
 // LoadModel returns the weights and configuration of a checkpoint for
-// evaluation or sampling.
+// evaluation or sampling; ExportWeights writes the weights alone as a plain
+// safetensors file. The command experiments/checkpoint evaluates, samples,
+// exports and describes checkpoints.
 //
 // # Sampling
 //

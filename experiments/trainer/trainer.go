@@ -274,6 +274,7 @@ func (t *Trainer) Checkpoint() (*Checkpoint, error) {
 		Params:     paramsFrom(t.Params),
 		Optim:      t.Opt.State(),
 		CorpusHash: t.Corpus.Hash(),
+		CorpusPath: t.Corpus.Path,
 		Provenance: Provenance(),
 		Format:     checkpointFormat,
 	}, nil

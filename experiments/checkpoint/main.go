@@ -1,0 +1,264 @@
+// Command checkpoint uses a checkpoint written by experiments/train (or the
+// extrapolation study):
+//
+//	go run ./experiments/checkpoint eval -ckpt F [-len 64,128,...] [-last-n K] [-corpus C] [-batch B] [-max-windows W]
+//	go run ./experiments/checkpoint sample -ckpt F -len N -prompt P -temp T [-seed S]
+//	go run ./experiments/checkpoint export -ckpt F -out W
+//	go run ./experiments/checkpoint info -ckpt F
+//
+// eval prints the validation bits per byte at each window length (default:
+// the training length) over the whole validation split of the checkpoint's
+// corpus (trainer.Evaluator.Score; -last-n K adds the protocol scoring only
+// the last K targets of each window). The corpus is the one recorded in the
+// checkpoint, checked against its SHA-256: a changed file is refused unless
+// -corpus is given explicitly. sample continues a prompt; export writes the
+// weights alone (trainer.ExportWeights); info prints the configuration, the
+// step, the provenance, the corpus hash and the parameters.
+//
+// Every subcommand prints the BLAS in use on stderr first. Bad usage exits
+// with status 2, a failure with status 1.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/pkg/errors"
+
+	"github.com/rpe-go/rpe/experiments/trainer"
+	"github.com/rpe-go/rpe/posenc"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// usageError is bad usage: exit status 2.
+type usageError struct{ error }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	const help = "usage: checkpoint eval|sample|export|info -ckpt FILE [flags] (checkpoint <subcommand> -h for its flags)"
+	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
+		fmt.Fprintln(stderr, help)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmds := map[string]func([]string, io.Writer, io.Writer) error{"eval": evalCmd, "sample": sampleCmd, "export": exportCmd, "info": infoCmd}
+	f, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "checkpoint: unknown subcommand %q\n%s\n", args[0], help)
+		return 2
+	}
+	fmt.Fprintf(stderr, "checkpoint: %s\n", trainer.Provenance())
+	err := f(args[1:], stdout, stderr)
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "checkpoint %s: %v\n", args[0], err)
+		return 2
+	}
+	fmt.Fprintf(stderr, "checkpoint %s: %v\n", args[0], err)
+	return 1
+}
+
+// parse parses the flags of a subcommand; -ckpt is required.
+func parse(fs *flag.FlagSet, args []string, stderr io.Writer, ckpt *string) error {
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageError{errors.Errorf("unexpected arguments %q", fs.Args())}
+	}
+	if *ckpt == "" {
+		return usageError{errors.New("-ckpt is required")}
+	}
+	return nil
+}
+
+// lengths is a repeatable, comma-separated list of window lengths.
+type lengths []int
+
+func (l *lengths) String() string { return fmt.Sprint(*l) }
+func (l *lengths) Set(s string) error {
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return errors.Errorf("length %q must be a positive integer", f)
+		}
+		*l = append(*l, n)
+	}
+	return nil
+}
+
+func evalCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
+	ckpt := fs.String("ckpt", "", "checkpoint file")
+	var lens lengths
+	fs.Var(&lens, "len", "window length(s) Le, comma-separated or repeated (default: the training length)")
+	lastN := fs.Int("last-n", 0, "also score only the last K targets of each window (0: no)")
+	corpus := fs.String("corpus", "", "text whose validation split (last 10%) is scored (default: the checkpoint's corpus, hash checked)")
+	batch := fs.Int("batch", 8, "windows per forward pass")
+	maxW := fs.Int("max-windows", 0, "score only the first N full windows (0: the whole text)")
+	if err := parse(fs, args, stderr, ckpt); err != nil {
+		return err
+	}
+	if *lastN < 0 || *batch <= 0 || *maxW < 0 {
+		return usageError{errors.Errorf("-last-n %d and -max-windows %d must not be negative, -batch %d positive", *lastN, *maxW, *batch)}
+	}
+	ck, err := trainer.LoadCheckpoint(*ckpt)
+	if err != nil {
+		return err
+	}
+	p, cfg, err := trainer.LoadModel(*ckpt)
+	if err != nil {
+		return err
+	}
+	var c *trainer.Corpus
+	if *corpus != "" {
+		if c, err = trainer.LoadCorpus(*corpus); err != nil {
+			return usageError{err}
+		}
+		if ck.CorpusHash != "" && c.Hash() != ck.CorpusHash {
+			fmt.Fprintf(stderr, "note: %s is not the training corpus (SHA-256 %s, checkpoint %s)\n", *corpus, c.Hash(), ck.CorpusHash)
+		}
+	} else {
+		if c, err = trainer.LoadCorpus(ck.CorpusPath); err != nil {
+			return errors.WithMessage(err, "the checkpoint's corpus (pass -corpus)")
+		}
+		if ck.CorpusHash != "" && c.Hash() != ck.CorpusHash {
+			return errors.Errorf("corpus %s has SHA-256 %s, but the checkpoint was trained on SHA-256 %s; pass -corpus explicitly to evaluate on this text anyway",
+				c.Path, c.Hash(), ck.CorpusHash)
+		}
+	}
+	if len(lens) == 0 {
+		lens = lengths{cfg.SeqLen}
+	}
+	protos := []int{0}
+	if *lastN > 0 {
+		protos = append(protos, *lastN)
+	}
+	fmt.Fprintf(stdout, "checkpoint %s (step %d, pos=%s, L=%d); corpus %s: %d validation bytes\n", *ckpt, ck.Step, cfg.Model.Pos, cfg.SeqLen,
+		c.Path, len(c.Val))
+	for _, le := range lens {
+		ss, err := trainer.ScoreText(p, cfg.Model, c.Val, protos, trainer.EvalOptions{Len: le, Batch: *batch, MaxWindows: *maxW})
+		if errors.Is(err, posenc.ErrBeyondTable) {
+			fmt.Fprintf(stdout, "Le=%d: n/a (%v)\n", le, err)
+			continue
+		}
+		if err != nil {
+			return errors.WithMessagef(err, "Le=%d", le)
+		}
+		for i, s := range ss {
+			what := "all targets"
+			if protos[i] > 0 {
+				what = fmt.Sprintf("last %d of each window", protos[i])
+			}
+			fmt.Fprintf(stdout, "Le=%d %s: %.4f bits/byte, perplexity %.3f (%d targets, %d windows)\n", le, what, s.BitsPerByte(),
+				s.Perplexity(), s.Tokens, s.Windows)
+		}
+	}
+	return nil
+}
+
+func sampleCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sample", flag.ContinueOnError)
+	ckpt := fs.String("ckpt", "", "checkpoint file")
+	n := fs.Int("len", 200, "bytes to generate")
+	prompt := fs.String("prompt", "Light ", "text to continue")
+	temp := fs.Float64("temp", 0.8, "sampling temperature (<= 0: greedy)")
+	seed := fs.Uint64("seed", 1, "seed of the sampling generator")
+	if err := parse(fs, args, stderr, ckpt); err != nil {
+		return err
+	}
+	if *n < 0 {
+		return usageError{errors.Errorf("-len %d must not be negative", *n)}
+	}
+	p, cfg, err := trainer.LoadModel(*ckpt)
+	if err != nil {
+		return err
+	}
+	out, err := trainer.Sample(p, cfg.Model, trainer.SampleOptions{Prompt: []byte(*prompt), N: *n, Temperature: *temp, Seed: *seed,
+		Window: cfg.SeqLen})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s%s\n", *prompt, strings.ToValidUTF8(string(out), "\uFFFD"))
+	return nil
+}
+
+func exportCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("export", flag.ContinueOnError)
+	ckpt := fs.String("ckpt", "", "checkpoint file")
+	out := fs.String("out", "", "weights file to write (safetensors)")
+	if err := parse(fs, args, stderr, ckpt); err != nil {
+		return err
+	}
+	if *out == "" {
+		return usageError{errors.New("-out is required")}
+	}
+	p, cfg, err := trainer.LoadModel(*ckpt)
+	if err != nil {
+		return err
+	}
+	if err := trainer.ExportWeights(*out, p, cfg); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s: %d parameters in %d tensors\n", *out, p.Count(), len(p.Names()))
+	return nil
+}
+
+func infoCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("info", flag.ContinueOnError)
+	ckpt := fs.String("ckpt", "", "checkpoint file")
+	if err := parse(fs, args, stderr, ckpt); err != nil {
+		return err
+	}
+	ck, err := trainer.LoadCheckpoint(*ckpt)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "checkpoint %s\nformat: %s\nstep: %d of %d\n", *ckpt, ck.Format, ck.Step, ck.Config.Steps)
+	corpus := ck.CorpusPath
+	if corpus == "" {
+		corpus = "(not recorded)"
+	}
+	hash := ck.CorpusHash
+	if hash == "" {
+		hash = "(not recorded)"
+	}
+	fmt.Fprintf(stdout, "corpus: %s, SHA-256 %s\n", corpus, hash)
+	if ck.Provenance.BLAS != "" {
+		fmt.Fprintf(stdout, "written by: %s\n", ck.Provenance)
+	}
+	cfg, err := json.MarshalIndent(ck.Config, "", "  ")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "config: %s\n", cfg)
+	names := make([]string, 0, len(ck.Params))
+	total := 0
+	for n, t := range ck.Params {
+		names = append(names, n)
+		total += len(t.Data)
+	}
+	sort.Strings(names)
+	fmt.Fprintf(stdout, "parameters: %d in %d tensors\n", total, len(names))
+	for _, n := range names {
+		fmt.Fprintf(stdout, "  %-24s %v\n", n, ck.Params[n].Shape)
+	}
+	return nil
+}
