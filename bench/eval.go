@@ -134,6 +134,12 @@ func runEval(o options, w io.Writer) error {
 		sh.Batch, sh.Seq, sh.Layers, sh.DModel, sh.Heads, sh.FFN)
 	fmt.Fprintf(w, "Go: %s, %s; each side in a fresh process per encoding, %d warm-up + %d timed passes per thread configuration; median pass time\n\n",
 		runtime.Version(), graph.BLASName(), o.warmup, o.steps)
+	// The child process runs this process's configuration.
+	cfgFile, err := writeConfig(sh.Base)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(cfgFile)
 	threads := make([]string, len(o.threads))
 	for i, t := range o.threads {
 		threads[i] = strconv.Itoa(t)
@@ -144,9 +150,9 @@ func runEval(o options, w io.Writer) error {
 	}
 	var rows []row
 	for _, pos := range o.pos {
-		args := []string{"-eval-child", "-pos", pos, "-threads", strings.Join(threads, ","),
-			"-batch", strconv.Itoa(sh.Batch), "-seq", strconv.Itoa(sh.Seq),
-			"-warmup", strconv.Itoa(o.warmup), "-steps", strconv.Itoa(o.steps)}
+		args := []string{"-eval-child", "-config", cfgFile, "-pos", pos, "-threads", strings.Join(threads, ","),
+			"-batch", strconv.Itoa(sh.Batch), "-seq-len", strconv.Itoa(sh.Seq),
+			"-warmup-steps", strconv.Itoa(o.warmup), "-steps", strconv.Itoa(o.steps)}
 		gp, err := runEvalSide(exec.Command(self, args...))
 		if err != nil {
 			return errors.WithMessagef(err, "%s: Go side", pos)
@@ -214,4 +220,19 @@ func writeTable(w io.Writer, markdown bool, head []string, rows [][]string) {
 		fmt.Fprintln(tw, strings.Join(r, "\t")+"\t")
 	}
 	tw.Flush()
+}
+
+// writeConfig writes c as a JSON configuration (the -config format) to a
+// temporary file and returns its path.
+func writeConfig(c trainer.Config) (string, error) {
+	f, err := os.CreateTemp("", "rpe-bench-*.json")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if err := trainer.DumpJSON(f, c); err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
 }

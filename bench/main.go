@@ -38,6 +38,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rpe-go/rpe/experiments/trainer"
 	"github.com/rpe-go/rpe/graph"
 )
 
@@ -98,35 +99,48 @@ func main() {
 func parseFlags(args []string) (options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var o options
-	var threads, pyth, pos string
-	fs.IntVar(&o.steps, "steps", 20, "timed steps per side, encoding, thread count and round")
-	fs.IntVar(&o.warmup, "warmup", 3, "untimed steps before each timed block")
+	var threads, pyth, pos string // pos: the -pos list
+	base := benchBase()
+	base.Steps = 20 // -steps: timed steps (updates, or passes with -eval)
+	cf := trainer.BindFlags(fs, &base)
+	fs.IntVar(&o.warmup, "warmup-steps", 3, "untimed steps before each timed block")
 	fs.IntVar(&o.rounds, "rounds", 2, "rounds alternating Go and PyTorch")
 	fs.StringVar(&threads, "threads", "1,2", "Go thread counts to try (the table reports each side's best)")
 	fs.StringVar(&pyth, "pythreads", "1+1,2+1,1+2", "PyTorch thread configurations ATEN+BLAS to try (ATen intra-op threads + OpenBLAS threads)")
-	fs.StringVar(&pos, "pos", strings.Join(Encodings, ","), "position encodings, comma-separated")
 	fs.StringVar(&o.python, "python", "/usr/bin/python3", "Python interpreter with torch (Debian's python3-torch)")
 	fs.BoolVar(&o.goOnly, "go-only", false, "time the Go side only")
 	fs.BoolVar(&o.check, "check", true, "check that both sides compute the same loss and gradient norm first")
 	fs.BoolVar(&o.fast, "fast", false, "quick run: 5 steps, 1 warm-up step, 1 round")
 	fs.BoolVar(&o.markdown, "md", false, "print the table as Markdown")
-	fs.BoolVar(&o.eval, "eval", false, "benchmark evaluation instead of training: forward passes at 8L (default -batch 4 -seq 512), time and peak memory")
+	fs.BoolVar(&o.eval, "eval", false, "benchmark evaluation instead of training: forward passes at 8L (default -batch 4 -seq-len 512), time and peak memory")
 	fs.BoolVar(&o.evalChild, "eval-child", false, "internal: the Go side of -eval for one encoding")
-	o.shape = ReferenceShape()
-	fs.IntVar(&o.shape.Batch, "batch", o.shape.Batch, "batch size")
-	fs.IntVar(&o.shape.Seq, "seq", o.shape.Seq, "sequence length")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	cfg, err := cf.Resolve()
+	if err != nil {
+		return o, fmt.Errorf("bench: %v", err)
+	}
+	if cf.Dump() {
+		return o, fmt.Errorf("bench: -dump-config is for the train and extrapolation commands")
+	}
+	o.steps = cfg.Steps
+	pos = strings.Join(Encodings, ",") // -pos: comma-separated encodings, all by default
+	if cf.Explicit("pos") {
+		pos = cfg.Model.Pos
+	}
+	o.shape = shapeOf(cfg)
 	if o.eval || o.evalChild {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		if !set["batch"] {
+		if !cf.Explicit("batch") {
 			o.shape.Batch = EvalShape().Batch
 		}
-		if !set["seq"] {
+		if !cf.Explicit("seq-len") {
 			o.shape.Seq = EvalShape().Seq
 		}
+	}
+	if d := refOptions(cfg); len(d) > 0 && !o.goOnly && !o.evalChild {
+		return o, fmt.Errorf("bench: the PyTorch side runs the reference options only, and these differ: %s; add -go-only to time the Go side alone",
+			strings.Join(d, ", "))
 	}
 	if o.fast {
 		o.steps, o.warmup, o.rounds = 5, 1, 1

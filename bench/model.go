@@ -7,9 +7,13 @@ import (
 
 	"github.com/pkg/errors"
 
+	"gorgonia.org/tensor"
+
 	"github.com/rpe-go/rpe/experiments/trainer"
 	"github.com/rpe-go/rpe/graph"
+	"github.com/rpe-go/rpe/internal/fields"
 	"github.com/rpe-go/rpe/internal/posnames"
+	"github.com/rpe-go/rpe/layers"
 )
 
 // Encodings is the default list of position encodings benchmarked: every
@@ -22,19 +26,35 @@ var Encodings = trainable()
 // `return posenc.Trainable()`.
 func trainable() []string { return posnames.Trainable() }
 
-// Shape is the model and batch geometry shared by both sides.
+// Shape is the model and batch geometry shared by both sides, and the Go
+// side's whole configuration.
 type Shape struct {
 	Batch, Seq                 int
 	DModel, Heads, Layers, FFN int
 	Vocab                      int
+	// Base is the configuration the Go side runs (its position options,
+	// init, ...); the geometry above overrides its shape fields. The PyTorch
+	// side implements the reference options only (see refOptions).
+	Base trainer.Config
+}
+
+// benchBase is the reference configuration as both sides run it: the
+// PyTorch side adds the paper's unscaled sinusoid table (the scale does not
+// change the cost).
+func benchBase() trainer.Config {
+	c := trainer.DefaultConfig()
+	c.Model.PosOpts.SinusoidalScale = 1
+	return c
+}
+
+// shapeOf returns the geometry of c, with c as the Go side's configuration.
+func shapeOf(c trainer.Config) Shape {
+	m := c.Model
+	return Shape{Batch: c.Batch, Seq: c.SeqLen, DModel: m.DModel, Heads: m.Heads, Layers: m.Layers, FFN: m.FFN, Vocab: m.Vocab, Base: c}
 }
 
 // ReferenceShape is the reference configuration of trainer.DefaultConfig.
-func ReferenceShape() Shape {
-	c := trainer.DefaultConfig()
-	m := c.Model
-	return Shape{Batch: c.Batch, Seq: c.SeqLen, DModel: m.DModel, Heads: m.Heads, Layers: m.Layers, FFN: m.FFN, Vocab: m.Vocab}
-}
+func ReferenceShape() Shape { return shapeOf(benchBase()) }
 
 // EvalShape is the evaluation geometry of the extrapolation study at 8L:
 // windows of 8 x 64 = 512 tokens, 4 per pass (study EvalTokens 2048).
@@ -49,17 +69,40 @@ func (s Shape) Tokens() int { return s.Batch * s.Seq }
 
 // config returns the trainer configuration of s with encoding pos.
 func (s Shape) config(pos string) trainer.Config {
-	c := trainer.DefaultConfig()
+	c := s.Base
+	if c.Model.Vocab == 0 { // a Shape literal without a base
+		c = benchBase()
+	}
 	c.Batch, c.SeqLen = s.Batch, s.Seq
 	c.Model.DModel, c.Model.Heads, c.Model.Layers, c.Model.FFN = s.DModel, s.Heads, s.Layers, s.FFN
 	c.Model.Pos = pos
-	// The PyTorch side adds the paper's unscaled sinusoid table; the scale
-	// does not change the cost.
-	c.Model.PosOpts.SinusoidalScale = 1
 	if c.Model.PosOpts.MaxLen < s.Seq {
 		c.Model.PosOpts.MaxLen = s.Seq
 	}
 	return c
+}
+
+// refOptions returns the model options of c (other than the geometry and the
+// encoding) that differ from the reference, as "name=value", using the
+// option names of the flags: the PyTorch side cannot run them.
+func refOptions(c trainer.Config) []string {
+	ref := benchBase().Model
+	got := c.Model
+	for _, m := range []*layers.Config{&ref, &got} {
+		m.DModel, m.Heads, m.Layers, m.FFN, m.Pos, m.PosOpts.MaxLen = 0, 0, 0, 0, "", 0
+	}
+	a, _ := fields.Walk(&ref)
+	b, _ := fields.Walk(&got)
+	var out []string
+	for i := range a {
+		if a[i].String() != b[i].String() {
+			out = append(out, b[i].Name+"="+b[i].String())
+		}
+	}
+	if c.Dtype != tensor.Float32 {
+		out = append(out, "dtype="+c.Dtype.String())
+	}
+	return out
 }
 
 // randomCorpus is a deterministic corpus of random bytes (the content does
