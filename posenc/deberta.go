@@ -2,7 +2,6 @@ package posenc
 
 import (
 	"math"
-	"sync"
 
 	"github.com/pkg/errors"
 	G "gorgonia.org/gorgonia"
@@ -53,8 +52,12 @@ type DeBERTa struct {
 	// InitStd is the init standard deviation of deberta_rel.
 	InitStd float64
 
-	mu    sync.Mutex
-	cache map[Span]*debertaIdx
+	cache tableCache[debertaKey, *debertaIdx]
+}
+
+type debertaKey struct {
+	span                 Span
+	buckets, maxPosition int
 }
 
 // debertaIdx holds the gather indices of one span: c2p [TQ*TK] (row i,
@@ -71,7 +74,7 @@ func NewDeBERTa(buckets, maxPosition int, std float64) (*DeBERTa, error) {
 	if err := debertaCheck(buckets, maxPosition); err != nil {
 		return nil, err
 	}
-	return &DeBERTa{Buckets: buckets, MaxPosition: maxPosition, InitStd: std, cache: map[Span]*debertaIdx{}}, nil
+	return &DeBERTa{Buckets: buckets, MaxPosition: maxPosition, InitStd: std}, nil
 }
 
 func debertaCheck(buckets, maxPosition int) error {
@@ -138,24 +141,19 @@ func DebertaIndex(s Span, buckets, maxPosition int) (c2p, p2c []int) {
 	return c2p, p2c
 }
 
+// indices returns the cached gather indices of span s (the caller has
+// checked Buckets and MaxPosition).
 func (e *DeBERTa) indices(s Span) *debertaIdx {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.cache == nil {
-		e.cache = map[Span]*debertaIdx{}
-	}
-	if ix, ok := e.cache[s]; ok {
-		return ix
-	}
-	c2p, p2c := DebertaIndex(s, e.Buckets, e.MaxPosition)
-	p2cT := make([]int, len(p2c))
-	for i := 0; i < s.TQ; i++ {
-		for j := 0; j < s.TK; j++ {
-			p2cT[j*s.TQ+i] = p2c[i*s.TK+j]
+	ix, _ := e.cache.get(debertaKey{s, e.Buckets, e.MaxPosition}, func() (*debertaIdx, error) {
+		c2p, p2c := DebertaIndex(s, e.Buckets, e.MaxPosition)
+		p2cT := make([]int, len(p2c))
+		for i := 0; i < s.TQ; i++ {
+			for j := 0; j < s.TK; j++ {
+				p2cT[j*s.TQ+i] = p2c[i*s.TK+j]
+			}
 		}
-	}
-	ix := &debertaIdx{c2p: c2p, p2cT: p2cT}
-	e.cache[s] = ix
+		return &debertaIdx{c2p: c2p, p2cT: p2cT}, nil
+	})
 	return ix
 }
 

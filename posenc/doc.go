@@ -18,8 +18,13 @@
 // own is documented on the type: rel = key position - query position.
 //
 // Fixed buffers (sinusoid tables, slopes, bucket indices) are computed on the
-// host, cached per length, and enter graphs as constants; only learnable
-// tables are parameters (created in the site's graph.Params, never decayed).
+// host, cached per span in one mutex-guarded cache type shared by every
+// encoding (cache.go), and enter graphs as constants; only learnable tables
+// are parameters (created in the site's graph.Params, never decayed). An
+// encoding value may build graphs from several goroutines at once (each with
+// its own graph.Params), and the zero value of every encoding type with its
+// size fields set (&Sinusoidal{}, &Alibi{}, &T5{NumBuckets: 32, MaxDistance:
+// 128}) is ready to use.
 //
 // Encodings are created by name with New; Names lists the valid names.
 package posenc

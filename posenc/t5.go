@@ -2,6 +2,7 @@ package posenc
 
 import (
 	"math"
+	"sync"
 
 	"github.com/pkg/errors"
 	G "gorgonia.org/gorgonia"
@@ -94,21 +95,27 @@ func T5Bucket(rel int, bidirectional bool, numBuckets, maxDistance int) int {
 // of the most recent graph; were a bias rebuilt, Gorgonia would merge it with
 // the existing identical node anyway). The bucket indices are computed on the
 // host once per (span, causal, H) and enter the graph as an attribute of a
-// graph.GatherRel node. A T5 value is not safe for concurrent use.
+// graph.GatherRel node. The zero value with NumBuckets and MaxDistance set
+// is ready to use, and one T5 value may build graphs from several goroutines
+// at once (each with its own graph.Params: a Params is not safe for
+// concurrent use).
 type T5 struct {
 	NumBuckets, MaxDistance int
 	InitStd                 float64
 	Alpha                   bool
 
-	idx   map[t5IdxKey][]int // flat table indices (see headTableIndex)
-	lastG *G.ExprGraph       // the graph the node cache belongs to
+	idx tableCache[t5IdxKey, []int] // flat table indices (see headTableIndex)
+
+	mu    sync.Mutex   // guards lastG and nodes
+	lastG *G.ExprGraph // the graph the node cache belongs to
 	nodes map[t5NodeKey]*G.Node
 }
 
 type t5IdxKey struct {
-	span   Span
-	causal bool
-	h      int
+	span                    Span
+	causal                  bool
+	h                       int
+	numBuckets, maxDistance int
 }
 
 type t5NodeKey struct {
@@ -121,14 +128,20 @@ type t5NodeKey struct {
 // scale. It returns an error if the buckets are not well defined in both
 // modes (numBuckets >= 4, maxDistance > numBuckets/2) or initStd < 0.
 func NewT5(numBuckets, maxDistance int, initStd float64, alpha bool) (*T5, error) {
-	if numBuckets < 4 || maxDistance <= numBuckets/2 {
-		return nil, errors.Errorf("posenc t5: %d buckets and max distance %d: need at least 4 buckets and max distance > buckets/2 = %d", numBuckets, maxDistance, numBuckets/2)
+	if err := t5Check(numBuckets, maxDistance); err != nil {
+		return nil, err
 	}
 	if initStd < 0 {
 		return nil, errors.Errorf("posenc t5: init std %g is negative", initStd)
 	}
-	return &T5{NumBuckets: numBuckets, MaxDistance: maxDistance, InitStd: initStd, Alpha: alpha,
-		idx: map[t5IdxKey][]int{}}, nil
+	return &T5{NumBuckets: numBuckets, MaxDistance: maxDistance, InitStd: initStd, Alpha: alpha}, nil
+}
+
+func t5Check(numBuckets, maxDistance int) error {
+	if numBuckets < 4 || maxDistance <= numBuckets/2 {
+		return errors.Errorf("posenc t5: %d buckets and max distance %d: need at least 4 buckets and max distance > buckets/2 = %d", numBuckets, maxDistance, numBuckets/2)
+	}
+	return nil
 }
 
 // Name implements Encoding.
@@ -142,28 +155,28 @@ func (e *T5) ScoreBias(s *Site) (*G.Node, error) {
 	if s.H <= 0 || s.TQ <= 0 || s.TK <= 0 {
 		return nil, errors.Errorf("posenc t5: H = %d, TQ = %d and TK = %d must be positive", s.H, s.TQ, s.TK)
 	}
-	ik := t5IdxKey{span: s.Span, causal: s.Causal, h: s.H}
+	if err := t5Check(e.NumBuckets, e.MaxDistance); err != nil {
+		return nil, err
+	}
+	ik := t5IdxKey{span: s.Span, causal: s.Causal, h: s.H, numBuckets: e.NumBuckets, maxDistance: e.MaxDistance}
 	nk := t5NodeKey{t5IdxKey: ik, p: s.Params}
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	if s.G != e.lastG {
 		e.lastG, e.nodes = s.G, map[t5NodeKey]*G.Node{}
 	}
 	if n, ok := e.nodes[nk]; ok {
 		return n, nil
 	}
-	flat, ok := e.idx[ik]
-	if !ok {
+	flat, _ := e.idx.get(ik, func() ([]int, error) {
 		b := make([]int, s.TQ*s.TK)
 		for i := 0; i < s.TQ; i++ {
 			for j := 0; j < s.TK; j++ {
 				b[i*s.TK+j] = T5Bucket(s.Rel(i, j), !s.Causal, e.NumBuckets, e.MaxDistance)
 			}
 		}
-		flat = headTableIndex(b, s.H, s.TQ, s.TK)
-		if e.idx == nil {
-			e.idx = map[t5IdxKey][]int{}
-		}
-		e.idx[ik] = flat
-	}
+		return headTableIndex(b, s.H, s.TQ, s.TK), nil
+	})
 	table, err := s.Params.Node(s.G, "t5_bias", tensor.Shape{e.NumBuckets, s.H}, graph.Normal(e.InitStd), false)
 	if err != nil {
 		return nil, errors.Wrap(err, "posenc t5")

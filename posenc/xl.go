@@ -2,7 +2,6 @@ package posenc
 
 import (
 	"math"
-	"sync"
 
 	"github.com/pkg/errors"
 	G "gorgonia.org/gorgonia"
@@ -46,8 +45,7 @@ type XL struct {
 	// InitStd is the init standard deviation of xl_u, xl_v and xl_wr.
 	InitStd float64
 
-	mu    sync.Mutex
-	cache map[xlKey]*tensor.Dense // R tables
+	cache tableCache[xlKey, *tensor.Dense] // R tables
 }
 
 type xlKey struct {
@@ -58,7 +56,7 @@ type xlKey struct {
 
 // NewXL returns the Transformer-XL encoding with parameters initialised
 // N(0, std²).
-func NewXL(std float64) *XL { return &XL{InitStd: std, cache: map[xlKey]*tensor.Dense{}} }
+func NewXL(std float64) *XL { return &XL{InitStd: std} }
 
 // Name implements Encoding.
 func (*XL) Name() string { return "xl" }
@@ -110,17 +108,9 @@ func XLSinusoids(minDist, n, d int) []float64 {
 // table returns the cached R table [n, d] of span s.
 func (e *XL) table(s Span, d int, dt tensor.Dtype) (tab *tensor.Dense, idx []int, n int) {
 	idx, minDist, n := XLDistances(s)
-	key := xlKey{s, d, dt}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.cache == nil {
-		e.cache = map[xlKey]*tensor.Dense{}
-	}
-	tab, ok := e.cache[key]
-	if !ok {
-		tab = graph.FromFloat64s(dt, tensor.Shape{n, d}, XLSinusoids(minDist, n, d))
-		e.cache[key] = tab
-	}
+	tab, _ = e.cache.get(xlKey{s, d, dt}, func() (*tensor.Dense, error) {
+		return graph.FromFloat64s(dt, tensor.Shape{n, d}, XLSinusoids(minDist, n, d)), nil
+	})
 	return tab, idx, n
 }
 
