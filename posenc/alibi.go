@@ -179,12 +179,3 @@ func PositionsFromPadding(valid [][]bool) [][]int {
 	}
 	return out
 }
-
-// positions returns start, start+1, ..., start+n-1.
-func positions(start, n int) []int {
-	p := make([]int, n)
-	for i := range p {
-		p[i] = start + i
-	}
-	return p
-}

@@ -161,8 +161,8 @@ func (e *DeBERTa) indices(s Span) *debertaIdx {
 // q [B, H, TQ, dh] and k [B, H, TK, dh] (unscaled; attention multiplies the
 // sum with q·kᵀ by Scale).
 func (e *DeBERTa) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
-	b, h, dh, d := s.B, s.H, s.DHead, s.DModel
-	if err := xlCheckQK("deberta", s, q, k); err != nil {
+	h, dh, d := s.H, s.DHead, s.DModel
+	if err := checkQK("deberta", s, q, k); err != nil {
 		return nil, err
 	}
 	if s.Project == nil {
@@ -185,7 +185,7 @@ func (e *DeBERTa) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 		if !p.Shape().Eq(tensor.Shape{2 * span, d}) {
 			return nil, errors.Errorf("posenc deberta: projection %s of deberta_rel has shape %v, want [%d, %d]", which, p.Shape(), 2*span, d)
 		}
-		return xlHeadTable(p, 2*span, h, dh) // [H, 2span, dh]
+		return splitHeadTable(p, 2*span, h, dh) // [H, 2span, dh]
 	}
 	posKey, err := proj("k")
 	if err != nil {
@@ -196,7 +196,7 @@ func (e *DeBERTa) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 		return nil, err
 	}
 	// c2p[b,h,i,j] = q_i · Kr_h[c2p_ij]
-	c2p, err := xlRelScores(q, posKey, b, h, s.TQ, dh, 2*span) // [B, H, TQ, 2span]
+	c2p, err := graph.RelScores(q, posKey) // [B, H, TQ, 2span]
 	if err != nil {
 		return nil, errors.Wrap(err, "posenc deberta: q·Krᵀ")
 	}
@@ -204,7 +204,7 @@ func (e *DeBERTa) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 		return nil, errors.Wrap(err, "posenc deberta: c2p")
 	}
 	// p2c[b,h,i,j] = k_j · Qr_h[p2c_ij], gathered per key row, then transposed
-	p2c, err := xlRelScores(k, posQuery, b, h, s.TK, dh, 2*span) // [B, H, TK, 2span]
+	p2c, err := graph.RelScores(k, posQuery) // [B, H, TK, 2span]
 	if err != nil {
 		return nil, errors.Wrap(err, "posenc deberta: k·Qrᵀ")
 	}

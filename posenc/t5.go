@@ -17,19 +17,6 @@ func init() {
 	})
 }
 
-// AlphaInit is the initial value of the learnable scalar scale that
-// Options.Alpha puts on a learnable score bias: t5 (parameter "t5_alpha",
-// shared like its table) and shaw-scalar (parameter "<prefix>/shaw_alpha",
-// per layer like its table). Each is a [1] tensor, never weight-decayed, that
-// multiplies the whole bias table:
-//
-//	bias[h, i, j] = alpha * table[index(i, j), h]
-//
-// Starting at 0.1 keeps the position bias small relative to the content
-// scores early in training while letting the model grow it. Encodings
-// without a learnable bias ignore Options.Alpha.
-const AlphaInit = 0.1
-
 // T5Bucket is the bucket of relative position rel = key position - query
 // position in the T5 bias (Raffel et al. 2020; Hugging Face's
 // T5Attention._relative_position_bucket):
@@ -192,48 +179,4 @@ func (e *T5) ScoreBias(s *Site) (*G.Node, error) {
 	}
 	e.nodes[nk] = bias
 	return bias, nil
-}
-
-// headTableIndex turns a relative index matrix rel (row-major [Tq, Tk],
-// entries rows of a table [R, H]) into the flat indices of GatherRel on the
-// table seen as [1, R*H] that produce bias [H, Tq, Tk]:
-//
-//	flat[(h*Tq + i)*Tk + j] = rel[i*Tk + j]*H + h
-func headTableIndex(rel []int, h, tq, tk int) []int {
-	flat := make([]int, h*tq*tk)
-	for hh := 0; hh < h; hh++ {
-		for k, r := range rel {
-			flat[hh*tq*tk+k] = r*h + hh
-		}
-	}
-	return flat
-}
-
-// headTableBias returns bias [H, Tq, Tk], bias[h, i, j] = table[rel(i, j), h],
-// from table [R, H] and flat = headTableIndex(rel, H, Tq, Tk): a single
-// gather (no transpose), whose gradient scatter-adds into the table.
-func headTableBias(table *G.Node, flat []int, h, tq, tk int) (*G.Node, error) {
-	ts := table.Shape()
-	if len(ts) != 2 || ts[1] != h {
-		return nil, errors.Errorf("table has shape %v, want [R, %d]", ts, h)
-	}
-	m, err := graph.Reshape(table, 1, ts[0]*h)
-	if err != nil {
-		return nil, err
-	}
-	out, err := graph.GatherRel(m, flat, 1, h*tq*tk) // [1, H*Tq*Tk]
-	if err != nil {
-		return nil, err
-	}
-	return graph.Reshape(out, h, tq, tk)
-}
-
-// alphaScaled returns table * alpha, alpha being the learnable [1] parameter
-// name initialised to AlphaInit (see AlphaInit).
-func alphaScaled(s *Site, table *G.Node, name string) (*G.Node, error) {
-	a, err := s.Params.Node(s.G, name, tensor.Shape{1}, graph.Constant(AlphaInit), false)
-	if err != nil {
-		return nil, err
-	}
-	return graph.BroadcastMul(table, a)
 }

@@ -118,7 +118,7 @@ func (e *XL) table(s Span, d int, dt tensor.Dtype) (tab *tensor.Dense, idx []int
 // [B, H, TQ, TK] from q [B, H, TQ, dh] and k [B, H, TK, dh].
 func (e *XL) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 	b, h, dh, d := s.B, s.H, s.DHead, s.DModel
-	if err := xlCheckQK("xl", s, q, k); err != nil {
+	if err := checkQK("xl", s, q, k); err != nil {
 		return nil, err
 	}
 	if d%2 != 0 {
@@ -144,7 +144,7 @@ func (e *XL) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 	if err != nil {
 		return nil, errors.Wrap(err, "posenc xl: R·W_r")
 	}
-	if p, err = xlHeadTable(p, n, h, dh); err != nil { // [H, n, dh]
+	if p, err = splitHeadTable(p, n, h, dh); err != nil { // [H, n, dh]
 		return nil, errors.Wrap(err, "posenc xl")
 	}
 	u4, err := graph.Reshape(u, 1, h, 1, dh)
@@ -159,7 +159,7 @@ func (e *XL) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 	if err != nil {
 		return nil, errors.Wrap(err, "posenc xl: q+v")
 	}
-	m, err := xlRelScores(qv, p, b, h, s.TQ, dh, n) // [B, H, TQ, n]
+	m, err := graph.RelScores(qv, p) // [B, H, TQ, n]
 	if err != nil {
 		return nil, errors.Wrap(err, "posenc xl: (q+v)·Pᵀ")
 	}
@@ -179,37 +179,4 @@ func (e *XL) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 	}
 	out, err := graph.BroadcastAdd(bd, uk)
 	return out, errors.Wrap(err, "posenc xl")
-}
-
-// xlCheckQK checks q [B, H, TQ, dh] and k [B, H, TK, dh] against the site.
-func xlCheckQK(enc string, s *Site, q, k *G.Node) error {
-	wq := tensor.Shape{s.B, s.H, s.TQ, s.DHead}
-	wk := tensor.Shape{s.B, s.H, s.TK, s.DHead}
-	if !q.Shape().Eq(wq) {
-		return errors.Errorf("posenc %s: q has shape %v, want %v", enc, q.Shape(), wq)
-	}
-	if !k.Shape().Eq(wk) {
-		return errors.Errorf("posenc %s: k has shape %v, want %v", enc, k.Shape(), wk)
-	}
-	if s.H*s.DHead != s.DModel {
-		return errors.Errorf("posenc %s: %d heads of %d do not make d_model %d", enc, s.H, s.DHead, s.DModel)
-	}
-	return nil
-}
-
-// xlHeadTable splits a position table t [n, H*dh] into heads: [H, n, dh],
-// head h taking columns h*dh:(h+1)*dh.
-func xlHeadTable(t *G.Node, n, h, dh int) (*G.Node, error) {
-	t, err := graph.Reshape(t, n, h, dh)
-	if err != nil {
-		return nil, err
-	}
-	return G.Transpose(t, 1, 0, 2)
-}
-
-// xlRelScores returns m[b, h, i, r] = x[b, h, i, :]·tab[h, r, :] for
-// x [B, H, T, dh] and tab [H, R, dh]: [B, H, T, R], one batched matmul over
-// heads.
-func xlRelScores(x, tab *G.Node, b, h, t, dh, r int) (*G.Node, error) {
-	return graph.RelScores(x, tab) // [B, H, T, R], no transposes
 }
