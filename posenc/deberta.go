@@ -97,28 +97,35 @@ func (*DeBERTa) Scale(dHead int) float64 { return 1 / math.Sqrt(3*float64(dHead)
 //	bucket(rel) = rel                                                      if |rel| <= mid
 //	bucket(rel) = sign(rel)·(mid + ceil(ln(|rel|/mid) / ln((maxPosition-1)/mid) · (mid-1)))  otherwise
 //
-// computed in float64 in that order. It is odd (bucket(-rel) = -bucket(rel));
-// |rel| = maxPosition-1 maps to ±(2·mid-1), and beyond it the value keeps
-// growing slowly (callers clamp it to the table). It panics if bucketSize < 2
-// or maxPosition <= bucketSize/2 + 1.
+// computed in float64 in that order, with |rel| taken without overflow (so
+// math.MinInt gives -bucket(math.MaxInt), not math.MinInt). It is odd
+// (bucket(-rel) = -bucket(rel)), has the sign of rel, and |bucket| is
+// non-decreasing in |rel|; |rel| = maxPosition-1 maps to ±(2·mid-1), and
+// beyond it the value keeps growing slowly (callers clamp it to the table),
+// up to its bound DebertaBucket(math.MaxInt, ...), which is at most
+// DebertaBucketLimit. It panics if bucketSize < 2 or maxPosition <=
+// bucketSize/2 + 1.
 func DebertaBucket(rel, bucketSize, maxPosition int) int {
 	if err := debertaCheck(bucketSize, maxPosition); err != nil {
 		panic(err.Error())
 	}
 	mid := bucketSize / 2
-	a := rel
-	if a < 0 {
-		a = -a
-	}
-	if a <= mid {
+	a := absInt(rel)
+	if a <= uint64(mid) {
 		return rel
 	}
 	lp := math.Ceil(math.Log(float64(a)/float64(mid))/math.Log(float64(maxPosition-1)/float64(mid))*float64(mid-1)) + float64(mid)
+	lp = math.Min(lp, DebertaBucketLimit) // only reached with maxPosition barely above mid+1
 	if rel < 0 {
 		return -int(lp)
 	}
 	return int(lp)
 }
+
+// DebertaBucketLimit bounds |DebertaBucket|: the log bucket of a huge
+// distance with maxPosition-1 barely above bucketSize/2 would not fit an int,
+// so it saturates here.
+const DebertaBucketLimit = 1 << 52
 
 // DebertaIndex returns the c2p and p2c gather indices of span s, each
 // [TQ*TK] row-major (query i, key j), with span = buckets:

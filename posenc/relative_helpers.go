@@ -103,3 +103,11 @@ func positions(start, n int) []int {
 	}
 	return p
 }
+
+// absInt returns |x| as a uint64, exact for every int (|math.MinInt| = 2^63).
+func absInt(x int) uint64 {
+	if x < 0 {
+		return -uint64(x)
+	}
+	return uint64(x)
+}

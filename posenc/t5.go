@@ -31,32 +31,38 @@ func init() {
 // logarithmically wider buckets up to maxDistance, beyond which everything
 // falls in the last one. In causal mode all future keys (rel > 0) share
 // bucket 0 with rel = 0 (they are masked anyway). The result is in
-// [0, numBuckets). The logarithm is taken in float64 (HF uses float32, which
-// can differ only when the quotient is within float32 rounding of an integer).
+// [0, numBuckets) for every int rel, math.MinInt included (|rel| is taken
+// without overflow; distances at or beyond maxDistance give the last bucket
+// directly): bidirectionally in [0, nb) for rel <= 0 and in [nb, 2nb) for
+// rel > 0, with T5Bucket(d) = T5Bucket(-d) + nb for d > 0; in both modes the
+// bucket is non-decreasing in the distance n. The logarithm is taken in
+// float64 (HF uses float32, which can differ only when the quotient is
+// within float32 rounding of an integer).
 //
 // T5Bucket panics unless the buckets are well defined: me >= 1 (numBuckets >=
 // 4 bidirectional, >= 2 causal) and maxDistance > me.
 func T5Bucket(rel int, bidirectional bool, numBuckets, maxDistance int) int {
-	nb, offset, n := numBuckets, 0, 0
+	nb, offset := numBuckets, 0
+	var n uint64 // the distance, |rel| or max(-rel, 0), without overflow at math.MinInt
 	if bidirectional {
 		nb /= 2
 		if rel > 0 {
 			offset = nb
 		}
-		n = rel
-		if n < 0 {
-			n = -n
-		}
-	} else {
-		n = max(-rel, 0)
+		n = absInt(rel)
+	} else if rel < 0 {
+		n = absInt(rel)
 	}
 	me := nb / 2
 	if me < 1 || maxDistance <= me {
 		panic(errors.Errorf("posenc: T5Bucket: %d buckets (bidirectional %v) and max distance %d: need %d exact buckets >= 1 and max distance > %d",
 			numBuckets, bidirectional, maxDistance, me, me))
 	}
-	if n < me {
-		return offset + n
+	if n < uint64(me) {
+		return offset + int(n)
+	}
+	if n >= uint64(maxDistance) { // the log ratio is >= 1: the last bucket
+		return offset + nb - 1
 	}
 	large := me + int(math.Log(float64(n)/float64(me))/math.Log(float64(maxDistance)/float64(me))*float64(nb-me))
 	return offset + min(large, nb-1)
