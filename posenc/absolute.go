@@ -86,7 +86,7 @@ func (e *Sinusoidal) AddToInput(s *Site, x *G.Node) (*G.Node, error) {
 	t, d := sh[1], sh[2]
 	scale := e.Scale
 	if scale == 0 {
-		scale = 1 / math.Sqrt(float64(d))
+		scale = DefaultSinusoidalScale(d)
 	}
 	key := sinusoidKey{start: s.QStart, t: t, d: d, scale: scale, dt: s.Dtype()}
 	tab, _ := e.cache.get(key, func() (*tensor.Dense, error) {

@@ -1,6 +1,7 @@
 package posenc
 
 import (
+	"math"
 	"sort"
 	"strings"
 
@@ -102,7 +103,9 @@ type ValueTermer interface {
 }
 
 // Options configures every encoding; each reads the fields it needs. Zero
-// values take the defaults that Defaults documents.
+// values take the defaults documented on each field; Resolve fills them all
+// in (Defaults all but the width-dependent SinusoidalScale), so that a
+// caller can record the values a model was built with instead of zeros.
 type Options struct {
 	// MaxLen is the number of rows of the learned absolute table (default 64,
 	// the reference training length).
@@ -161,7 +164,27 @@ type Options struct {
 	YarnBetaFast, YarnBetaSlow float64
 }
 
-// Defaults returns o with zero fields replaced by their defaults.
+// DefaultSinusoidalScale is the default SinusoidalScale of a model of width
+// dModel, 1/√dModel (see Options.SinusoidalScale). Sinusoidal uses it when
+// its Scale is 0, and Resolve fills it in, so both give the same bits.
+func DefaultSinusoidalScale(dModel int) float64 { return 1 / math.Sqrt(float64(dModel)) }
+
+// Resolve returns o with every zero field replaced by its default for a
+// model of width dModel: Defaults plus SinusoidalScale =
+// DefaultSinusoidalScale(dModel) (left 0 if dModel <= 0). An encoding built
+// from the resolved options computes exactly what it computes from o.
+// Boolean switches (Alpha, XLUntieR) keep their value: false is their
+// default.
+func (o Options) Resolve(dModel int) Options {
+	o = o.Defaults()
+	if o.SinusoidalScale == 0 && dModel > 0 {
+		o.SinusoidalScale = DefaultSinusoidalScale(dModel)
+	}
+	return o
+}
+
+// Defaults returns o with zero fields replaced by their defaults, all but
+// SinusoidalScale, whose default depends on the model width (see Resolve).
 func (o Options) Defaults() Options {
 	def := func(p *int, v int) {
 		if *p == 0 {
