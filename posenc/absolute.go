@@ -11,8 +11,8 @@ import (
 )
 
 func init() {
-	register("none", func(Options) (Encoding, error) { return None{}, nil })
-	register("sinusoidal", func(o Options) (Encoding, error) {
+	register(Info{Name: "none", Kind: KindNone}, func(Options) (Encoding, error) { return None{}, nil })
+	register(Info{Name: "sinusoidal", Kind: KindAbsolute}, func(o Options) (Encoding, error) {
 		if o.SinusoidalScale < 0 {
 			return nil, errors.Errorf("posenc sinusoidal: SinusoidalScale %v is negative", o.SinusoidalScale)
 		}
@@ -20,7 +20,7 @@ func init() {
 		e.Scale = o.SinusoidalScale
 		return e, nil
 	})
-	register("learned", func(o Options) (Encoding, error) { return NewLearned(o.MaxLen, o.InitStd) })
+	register(Info{Name: "learned", Kind: KindAbsolute, Learnable: true}, func(o Options) (Encoding, error) { return NewLearned(o.MaxLen, o.InitStd) })
 }
 
 // None is the baseline without position information. In a causal model the

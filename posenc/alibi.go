@@ -11,7 +11,7 @@ import (
 )
 
 func init() {
-	register("alibi", func(Options) (Encoding, error) { return NewAlibi(), nil })
+	register(Info{Name: "alibi", Kind: KindRelative}, func(Options) (Encoding, error) { return NewAlibi(), nil })
 }
 
 // Alibi is "Attention with Linear Biases" (Press et al. 2022, "Train Short,

@@ -11,7 +11,7 @@ import (
 )
 
 func init() {
-	register("deberta", func(o Options) (Encoding, error) {
+	register(Info{Name: "deberta", Kind: KindRelative, Learnable: true}, func(o Options) (Encoding, error) {
 		return NewDeBERTa(o.DebertaBuckets, o.DebertaMaxPosition, o.InitStd)
 	})
 }

@@ -26,5 +26,11 @@
 // size fields set (&Sinusoidal{}, &Alibi{}, &T5{NumBuckets: 32, MaxDistance:
 // 128}) is ready to use.
 //
-// Encodings are created by name with New; Names lists the valid names.
+// Encodings are created by name with New; Names lists the valid names
+// (sorted), Registered describes each (kind, learnable, evaluation-only
+// variant of which base) in the table order none, sinusoidal, learned, shaw,
+// shaw-scalar, t5, xl, deberta, rope, alibi, rope-pi, rope-ntk,
+// rope-dynamic, rope-yarn, and Trainable lists the names a model can be
+// trained with. Derive lists of encodings from these rather than keeping
+// them by hand.
 package posenc

@@ -215,11 +215,98 @@ func (o Options) Defaults() Options {
 	return o
 }
 
+// The kinds of Info.Kind.
+const (
+	KindNone     = "none"     // no position information
+	KindAbsolute = "absolute" // added to the token embeddings
+	KindRelative = "relative" // terms or biases of the relative distance in the scores
+	KindRotary   = "rotary"   // rotations of q and k
+)
+
+// Info describes a registered encoding, so that callers (experiment plans,
+// benchmarks, tables) derive their lists of encodings from the registry
+// instead of keeping their own.
+type Info struct {
+	// Name is the name New takes.
+	Name string
+	// Kind is KindNone, KindAbsolute, KindRelative or KindRotary.
+	Kind string
+	// Learnable is true if the encoding has parameters.
+	Learnable bool
+	// EvalOnly is true for evaluation-time variants of another encoding
+	// (the RoPE scalings): a model is trained with Base and evaluated with
+	// the variant.
+	EvalOnly bool
+	// Base is the encoding an EvalOnly variant is applied to ("rope"); ""
+	// otherwise.
+	Base string
+}
+
 type factory func(o Options) (Encoding, error)
 
-var registry = map[string]factory{}
+type entry struct {
+	info Info
+	f    factory
+}
 
-func register(name string, f factory) { registry[name] = f }
+var registry = map[string]entry{}
+
+func register(info Info, f factory) { registry[info.Name] = entry{info, f} }
+
+// tableOrder is the order of Registered: absolute encodings, then relative,
+// then rotary and bias (the README's table), then the evaluation-time
+// variants. A registered name missing here is listed after them, sorted.
+var tableOrder = []string{
+	"none", "sinusoidal", "learned",
+	"shaw", "shaw-scalar", "t5", "xl", "deberta",
+	"rope", "alibi",
+	RopePI, RopeNTK, RopeDynamic, RopeYaRN,
+}
+
+// Registered returns the Info of every registered encoding in a stable
+// table order: none, sinusoidal, learned, shaw, shaw-scalar, t5, xl,
+// deberta, rope, alibi, then the RoPE scalings rope-pi, rope-ntk,
+// rope-dynamic, rope-yarn.
+func Registered() []Info {
+	out := make([]Info, 0, len(registry))
+	seen := map[string]bool{}
+	for _, n := range tableOrder {
+		if e, ok := registry[n]; ok {
+			out = append(out, e.info)
+			seen[n] = true
+		}
+	}
+	var rest []string
+	for n := range registry {
+		if !seen[n] {
+			rest = append(rest, n)
+		}
+	}
+	sort.Strings(rest)
+	for _, n := range rest {
+		out = append(out, registry[n].info)
+	}
+	return out
+}
+
+// InfoOf returns the Info of the encoding called name.
+func InfoOf(name string) (Info, bool) {
+	e, ok := registry[name]
+	return e.info, ok
+}
+
+// Trainable returns the names of the encodings a model can be trained with
+// (every registered encoding but the EvalOnly variants), in Registered's
+// order.
+func Trainable() []string {
+	var out []string
+	for _, i := range Registered() {
+		if !i.EvalOnly {
+			out = append(out, i.Name)
+		}
+	}
+	return out
+}
 
 // Names lists the valid encoding names, sorted.
 func Names() []string {
@@ -234,9 +321,9 @@ func Names() []string {
 // New returns the encoding called name. An unknown name is an error that lists
 // the valid ones.
 func New(name string, o Options) (Encoding, error) {
-	f, ok := registry[name]
+	e, ok := registry[name]
 	if !ok {
 		return nil, errors.Errorf("posenc: unknown encoding %q (valid: %s)", name, strings.Join(Names(), ", "))
 	}
-	return f(o.Defaults())
+	return e.f(o.Defaults())
 }

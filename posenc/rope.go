@@ -23,8 +23,11 @@ const (
 
 func init() {
 	for _, n := range []string{RopePlain, RopePI, RopeNTK, RopeDynamic, RopeYaRN} {
-		n := n
-		register(n, func(o Options) (Encoding, error) { return NewRope(n, o) })
+		info := Info{Name: n, Kind: KindRotary}
+		if n != RopePlain {
+			info.EvalOnly, info.Base = true, RopePlain
+		}
+		register(info, func(o Options) (Encoding, error) { return NewRope(n, o) })
 	}
 }
 

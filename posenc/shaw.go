@@ -9,8 +9,8 @@ import (
 )
 
 func init() {
-	register("shaw", func(o Options) (Encoding, error) { return NewShaw(o.ShawK, o.InitStd) })
-	register("shaw-scalar", func(o Options) (Encoding, error) { return NewShawScalar(o.ShawK, o.InitStd, o.Alpha) })
+	register(Info{Name: "shaw", Kind: KindRelative, Learnable: true}, func(o Options) (Encoding, error) { return NewShaw(o.ShawK, o.InitStd) })
+	register(Info{Name: "shaw-scalar", Kind: KindRelative, Learnable: true}, func(o Options) (Encoding, error) { return NewShawScalar(o.ShawK, o.InitStd, o.Alpha) })
 }
 
 // ShawIndex returns the clipped relative index of Shaw et al. (2018) for

@@ -12,7 +12,7 @@ import (
 )
 
 func init() {
-	register("t5", func(o Options) (Encoding, error) {
+	register(Info{Name: "t5", Kind: KindRelative, Learnable: true}, func(o Options) (Encoding, error) {
 		return NewT5(o.T5Buckets, o.T5MaxDistance, o.InitStd, o.Alpha)
 	})
 }

@@ -11,7 +11,7 @@ import (
 )
 
 func init() {
-	register("xl", func(o Options) (Encoding, error) { return NewXL(o.InitStd), nil })
+	register(Info{Name: "xl", Kind: KindRelative, Learnable: true}, func(o Options) (Encoding, error) { return NewXL(o.InitStd), nil })
 }
 
 // XL is the relative position encoding of Transformer-XL (Dai et al. 2019,
