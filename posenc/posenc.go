@@ -139,6 +139,15 @@ type Options struct {
 	// T5MaxDistance is where the log-spaced T5 buckets end (default 128).
 	T5MaxDistance int
 
+	// XLUntieR gives every layer its own Transformer-XL biases u and v
+	// ("<prefix>/xl_u", "<prefix>/xl_v") instead of the shared "xl_u" and
+	// "xl_v": the untie_r option of Dai et al. 2019's reference code
+	// (kimiyoung/transformer-xl) and of Hugging Face's TransfoXLConfig,
+	// whose default is untie_r=True. Default false (tied, one u and v for
+	// the model, as in the paper's equations and this library's committed
+	// results).
+	XLUntieR bool
+
 	// DebertaBuckets is DeBERTa's bucket size (position_buckets; the
 	// relative table has 2*DebertaBuckets rows; default 32).
 	DebertaBuckets int

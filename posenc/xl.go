@@ -11,7 +11,11 @@ import (
 )
 
 func init() {
-	register(Info{Name: "xl", Kind: KindRelative, Learnable: true}, func(o Options) (Encoding, error) { return NewXL(o.InitStd), nil })
+	register(Info{Name: "xl", Kind: KindRelative, Learnable: true}, func(o Options) (Encoding, error) {
+		e := NewXL(o.InitStd)
+		e.UntieR = o.XLUntieR
+		return e, nil
+	})
 }
 
 // XL is the relative position encoding of Transformer-XL (Dai et al. 2019,
@@ -32,7 +36,9 @@ func init() {
 //
 // Parameters (none weight-decayed): per layer "<prefix>/xl_wr" [d, d] (no
 // bias), shared by all layers "xl_u" and "xl_v" [H, dh], all initialised
-// N(0, InitStd²). The R table of the TQ+TK-1 distances of a span is computed
+// N(0, InitStd²). With UntieR (the reference code's and Hugging Face's
+// untie_r, see Options.XLUntieR) u and v are per layer instead:
+// "<prefix>/xl_u" and "<prefix>/xl_v". The R table of the TQ+TK-1 distances of a span is computed
 // on the host once per (span, d, dtype) and cached; the position term is one
 // matmul of q+v with P over those distances followed by a gather
 // (graph.GatherRel), not the paper's rel-shift trick.
@@ -44,6 +50,8 @@ func init() {
 type XL struct {
 	// InitStd is the init standard deviation of xl_u, xl_v and xl_wr.
 	InitStd float64
+	// UntieR makes u and v per layer (Options.XLUntieR).
+	UntieR bool
 
 	cache tableCache[xlKey, *tensor.Dense] // R tables
 }
@@ -125,11 +133,15 @@ func (e *XL) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 		return nil, errors.Errorf("posenc xl: d_model %d must be even (sin/cos pairs)", d)
 	}
 	init := graph.Normal(e.InitStd)
-	u, err := s.Params.Node(s.G, "xl_u", tensor.Shape{h, dh}, init, false)
+	uName, vName := "xl_u", "xl_v"
+	if e.UntieR {
+		uName, vName = s.Prefix+"/xl_u", s.Prefix+"/xl_v"
+	}
+	u, err := s.Params.Node(s.G, uName, tensor.Shape{h, dh}, init, false)
 	if err != nil {
 		return nil, errors.Wrap(err, "posenc xl")
 	}
-	v, err := s.Params.Node(s.G, "xl_v", tensor.Shape{h, dh}, init, false)
+	v, err := s.Params.Node(s.G, vName, tensor.Shape{h, dh}, init, false)
 	if err != nil {
 		return nil, errors.Wrap(err, "posenc xl")
 	}
