@@ -43,6 +43,33 @@ func init() {
 // is not modelled) and no absolute position input. The index tables are
 // computed on the host once per span and cached. Options.Alpha does not
 // apply.
+//
+// Settings compared with Hugging Face DeBERTa-v2/v3 (deberta-v3-base's
+// config.json):
+//
+//	HF setting                   deberta-v3-base            here
+//	position_buckets             256                        Options.DebertaBuckets, default 32
+//	max_relative_positions       -1 (= max_position_        Options.DebertaMaxPosition, default 128
+//	                             embeddings = 512)
+//	share_att_key                true                       always (the layer's own q/k projections)
+//	pos_att_type                 ["p2c", "c2p"]             always both
+//	norm_rel_ebd                 "layer_norm"               not modelled (no LayerNorm on deberta_rel)
+//	position_biased_input        false                      same (no absolute positions)
+//
+// The two sizes differ on purpose: the reference model of this library is
+// trained on 64-token windows with d = 128 (and evaluated on up to 8x
+// longer inputs), not on HF's 512 tokens. With HF's 256 buckets every
+// relative position up to ±128, twice the training window, would have its
+// own bucket, so no training distance would reach a log bucket and the
+// table [2·256, d] would be mostly rows no training step updates. The
+// defaults scale HF's geometry to the window: 32 buckets make distances up
+// to ±16 exact, a quarter of the training length as HF's ±128 of 512, and
+// the log buckets end at 128 = twice the training length (HF: 512, the
+// training length), so distances seen in evaluation beyond training still
+// fall in distinct log buckets before the clamp. Set DebertaBuckets = 256
+// and DebertaMaxPosition = 512 for HF's bucket function; share_att_key and
+// both attention types are what HF's v3 configs use, and the LayerNorm of
+// the table is the one v3 setting not available here.
 type DeBERTa struct {
 	// Buckets is the bucket size (HF position_buckets); the table has
 	// 2·Buckets rows and relative positions up to Buckets/2 are exact.

@@ -26,6 +26,19 @@
 // size fields set (&Sinusoidal{}, &Alibi{}, &T5{NumBuckets: 32, MaxDistance:
 // 128}) is ready to use.
 //
+// # DeBERTa and Hugging Face DeBERTa-v2/v3
+//
+// The deberta encoding is HF's modeling_deberta_v2 disentangled attention
+// with share_att_key = true and pos_att_type = ["p2c", "c2p"] (both fixed,
+// as in deberta-v3-base), no absolute position input
+// (position_biased_input = false) and no LayerNorm on the relative table
+// (HF's norm_rel_ebd = "layer_norm" is not modelled). Its two sizes are
+// Options fields with defaults scaled to the reference model (64-token
+// windows, d = 128) instead of deberta-v3-base's 512-token ones:
+// DebertaBuckets 32 (HF position_buckets 256) and DebertaMaxPosition 128
+// (HF max_relative_positions -1, i.e. max_position_embeddings 512). The
+// DeBERTa type's documentation gives the reasons.
+//
 // Encodings are created by name with New; Names lists the valid names
 // (sorted), Registered describes each (kind, learnable, evaluation-only
 // variant of which base) in the table order none, sinusoidal, learned, shaw,

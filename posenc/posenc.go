@@ -148,10 +148,13 @@ type Options struct {
 	// results).
 	XLUntieR bool
 
-	// DebertaBuckets is DeBERTa's bucket size (position_buckets; the
-	// relative table has 2*DebertaBuckets rows; default 32).
+	// DebertaBuckets is DeBERTa's bucket size (HF position_buckets; the
+	// relative table has 2*DebertaBuckets rows; default 32, HF
+	// deberta-v3-base 256; see the DeBERTa type for why).
 	DebertaBuckets int
-	// DebertaMaxPosition is where DeBERTa's log buckets end (default 128).
+	// DebertaMaxPosition is where DeBERTa's log buckets end (HF
+	// max_relative_positions, or max_position_embeddings when that is
+	// -1; default 128, HF deberta-v3-base 512).
 	DebertaMaxPosition int
 
 	// RopeBase is RoPE's base (default 10000).
