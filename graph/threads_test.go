@@ -122,25 +122,9 @@ func runThreads(t *testing.T, c threadCase, dt tensor.Dtype, n int) ([][]float64
 	g := G.NewGraph()
 	out, wrt := c.build(t, g, rng, dt)
 	loss := projLoss(t, rng, out, "proj")
-	if _, err := G.Grad(loss, wrt...); err != nil {
-		t.Fatal(err)
-	}
-	m := G.NewTapeMachine(g, G.BindDualValues(wrt...))
-	defer m.Close()
 	before := threadedRuns.Load()
-	if err := m.RunAll(); err != nil {
-		t.Fatal(err)
-	}
-	runs := threadedRuns.Load() - before
-	vals := [][]float64{ToFloat64s(out.Value())}
-	for _, w := range wrt {
-		gv, err := w.Grad()
-		if err != nil {
-			t.Fatal(err)
-		}
-		vals = append(vals, ToFloat64s(gv))
-	}
-	return vals, runs
+	vals, grads := gradsOf(t, g, loss, G.Nodes{out}, wrt)
+	return append(vals, grads...), threadedRuns.Load() - before
 }
 
 // TestThreadedKernelsMatchSerial compares every kernel that splits its

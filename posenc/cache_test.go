@@ -42,6 +42,11 @@ func buildWith(enc posenc.Encoding, span posenc.Span, causal bool) error {
 	if _, err := a.Fwd(xq, xkv, span, nil); err != nil {
 		return err
 	}
+	return runGraph(g)
+}
+
+// runGraph runs g forward once.
+func runGraph(g *G.ExprGraph) error {
 	m := G.NewTapeMachine(g)
 	defer m.Close()
 	return m.RunAll()
@@ -129,9 +134,7 @@ func TestSinusoidalCacheScale(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := G.NewTapeMachine(g)
-		defer m.Close()
-		if err := m.RunAll(); err != nil {
+		if err := runGraph(g); err != nil {
 			t.Fatal(err)
 		}
 		return graph.ToFloat64s(y.Value())
