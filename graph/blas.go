@@ -26,6 +26,11 @@ var (
 // 0 means runtime.GOMAXPROCS(0).
 var threads atomic.Int32
 
+// threadedRuns counts the kernel calls that split their work over more than
+// one goroutine (parallelFor and LayerNorm's backward), so that tests can
+// check that an input is large enough to take the threaded path.
+var threadedRuns atomic.Int64
+
 // BLASName describes the BLAS in use, e.g.
 // "OpenBLAS (Haswell, libopenblas.so.0)" or "gonum (pure Go)" (with the
 // reason when OpenBLAS was asked for and did not load).
@@ -65,6 +70,7 @@ func parallelFor(n int, work int, fn func(lo, hi int)) {
 		}
 		return
 	}
+	threadedRuns.Add(1)
 	var wg sync.WaitGroup
 	wg.Add(p - 1)
 	for i := 1; i < p; i++ {

@@ -56,7 +56,13 @@
 // its own ops. BLASName says
 // which is in use. OpenBLAS runs single-threaded: large products are split
 // into row or column blocks, and attention into (batch, head) pairs, over
-// Threads() goroutines (SetThreads; default GOMAXPROCS).
+// Threads() goroutines (SetThreads; default GOMAXPROCS). threads_test.go
+// runs every threaded kernel, forward and backward, at 1 and at several
+// threads on inputs large enough to take the threaded path (checked by
+// counting threaded runs): bitwise equal where the threads split independent
+// rows or matrices, equal to float tolerance where per-thread partial sums
+// are merged (LayerNorm's dgamma and dbeta, bias row sums) or a product is
+// split over several BLAS calls.
 //
 // The float32 elementwise kernels (GELU, softmax, cross-entropy, LayerNorm,
 // the bias reduction) are AVX2 C code in the default build on CPUs with AVX2

@@ -253,6 +253,7 @@ func layerNormGradXDo[T float](op *layerNormGradXOp, vs []G.Value) (G.Value, err
 		chunk(0, 0, rows)
 		p = 1
 	} else {
+		threadedRuns.Add(1)
 		done := make(chan struct{}, p)
 		for c := 0; c < p; c++ {
 			go func(c int) {

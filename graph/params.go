@@ -4,6 +4,9 @@ import (
 	"math/rand"
 	"sort"
 	"strconv"
+	"sync"
+	"sync/atomic"
+	"weak"
 
 	"github.com/pkg/errors"
 	G "gorgonia.org/gorgonia"
@@ -57,7 +60,15 @@ type ParamInfo struct {
 // Node returns one node per (graph, name); calling it again for the same graph
 // returns the same node, which is how tables shared by all layers (the T5 bias)
 // stay one node.
+//
+// Two stores may be used in one graph only if their parameter names differ:
+// Gorgonia merges input nodes of equal name, type and shape, so two stores'
+// parameters of one name would silently become one node. Node returns an
+// error naming both stores and the parameter instead (see SetName).
+//
+// A Params is not safe for concurrent use.
 type Params struct {
+	name  string
 	dt    tensor.Dtype
 	rng   *rand.Rand
 	order []string
@@ -69,21 +80,85 @@ type Params struct {
 // NewParams returns an empty store of dtype dt (tensor.Float32 or
 // tensor.Float64) whose initialisers draw from a generator seeded with seed.
 func NewParams(dt tensor.Dtype, seed int64) *Params {
-	return &Params{
+	p := &Params{
+		name:  "params#" + strconv.FormatInt(storeCount.Add(1), 10),
 		dt:    dt,
 		rng:   rand.New(rand.NewSource(seed)),
 		info:  map[string]ParamInfo{},
 		vals:  map[string]*tensor.Dense{},
 		nodes: map[*G.ExprGraph]map[string]*G.Node{},
 	}
+	stores.add(p)
+	return p
 }
 
 // Dtype is the store's element type.
 func (p *Params) Dtype() tensor.Dtype { return p.dt }
 
+// Name is the store's name in error messages: "params#N" (the N-th store of
+// the process) unless set with SetName.
+func (p *Params) Name() string { return p.name }
+
+// SetName names the store in error messages (e.g. "model", "probe") and
+// returns p.
+func (p *Params) SetName(name string) *Params { p.name = name; return p }
+
+// storeCount numbers the stores.
+var storeCount atomic.Int64
+
+// stores lists the live stores (weakly), so that the error of a name clash
+// can name the store that owns the other node.
+var stores liveStores
+
+type liveStores struct {
+	mu   sync.Mutex
+	list []weak.Pointer[Params]
+}
+
+func (l *liveStores) add(p *Params) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	live := l.list[:0]
+	for _, w := range l.list {
+		if w.Value() != nil {
+			live = append(live, w)
+		}
+	}
+	l.list = append(live, weak.Make(p))
+}
+
+// owner returns the store whose node of g is n, or nil.
+func (l *liveStores) owner(g *G.ExprGraph, n *G.Node) *Params {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, w := range l.list {
+		if p := w.Value(); p != nil && p.nodes[g][n.Name()] == n {
+			return p
+		}
+	}
+	return nil
+}
+
+// checkClash returns an error if g already has a node called name that is
+// not p's: another store's parameter, or any other input of that name.
+func (p *Params) checkClash(g *G.ExprGraph, name string) error {
+	for _, n := range g.ByName(name) {
+		if o := stores.owner(g, n); o != nil {
+			return errors.Errorf("param %q of store %s: the graph already has parameter %q of store %s (Gorgonia would merge the two into one node; give the stores' parameters distinct names)",
+				name, p.name, name, o.name)
+		}
+		return errors.Errorf("param %q of store %s: the graph already has a node named %q (%v %v) that is not this store's (Gorgonia may merge equal input nodes)",
+			name, p.name, name, n.Dtype(), n.Shape())
+	}
+	return nil
+}
+
 // Node returns the node of parameter name in g, creating the parameter (with
 // init) on first use in the store and the node on first use in g. It returns an
-// error if name exists with another shape.
+// error if name exists with another shape, or if g already has a node called
+// name that is not this store's (another store's parameter, which Gorgonia
+// would merge with this one, or any other node of that name); the error
+// names both stores and the parameter, and the store is left unchanged.
 func (p *Params) Node(g *G.ExprGraph, name string, shape tensor.Shape, init Init, decay bool) (*G.Node, error) {
 	if byName, ok := p.nodes[g]; ok {
 		if n, ok := byName[name]; ok {
@@ -92,6 +167,9 @@ func (p *Params) Node(g *G.ExprGraph, name string, shape tensor.Shape, init Init
 			}
 			return n, nil
 		}
+	}
+	if err := p.checkClash(g, name); err != nil {
+		return nil, err
 	}
 	v, ok := p.vals[name]
 	if !ok {

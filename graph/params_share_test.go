@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"strings"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -45,5 +46,50 @@ func TestParamsShared(t *testing.T) {
 		if outs[i] != want[i] {
 			t.Fatalf("outs %v want %v", outs, want)
 		}
+	}
+}
+
+// TestParamsTwoStoresClash: two stores used in one graph must not both
+// create a parameter of one name (Gorgonia would merge the two input nodes
+// into one): the second gets an error naming both stores and the parameter,
+// and is left unchanged. Distinct names in one graph are fine, as is one
+// name in two graphs.
+func TestParamsTwoStoresClash(t *testing.T) {
+	g := G.NewGraph()
+	a := NewParams(tensor.Float64, 1).SetName("model")
+	b := NewParams(tensor.Float64, 2).SetName("probe")
+	if _, err := a.Node(g, "w", tensor.Shape{2, 3}, Ones, true); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.Node(g, "w", tensor.Shape{2, 3}, Zeros, true)
+	if err == nil {
+		t.Fatal("two stores created parameter w in one graph without an error")
+	}
+	for _, want := range []string{`"w"`, "model", "probe"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %q does not name %s", err, want)
+		}
+	}
+	if len(b.Names()) != 0 || len(g.ByName("w")) != 1 {
+		t.Fatalf("failed Node changed the store (%v) or the graph (%d nodes w)", b.Names(), len(g.ByName("w")))
+	}
+	// a plain input node of the name clashes too (default store names)
+	c := NewParams(tensor.Float64, 3)
+	G.NewTensor(g, tensor.Float64, 1, G.WithShape(4), G.WithName("x"))
+	if _, err := c.Node(g, "x", tensor.Shape{4}, Zeros, false); err == nil || !strings.Contains(err.Error(), c.Name()) {
+		t.Fatalf("parameter over an input node of the same name: %v", err)
+	}
+	// distinct names in one graph, and the same name in another graph
+	if _, err := b.Node(g, "probe/w", tensor.Shape{2, 3}, Zeros, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Node(G.NewGraph(), "w", tensor.Shape{2, 3}, Zeros, true); err != nil {
+		t.Fatal(err)
+	}
+	// the same store asking again gets its node
+	n1, _ := a.Node(g, "w", tensor.Shape{2, 3}, Ones, true)
+	n2, err := a.Node(g, "w", tensor.Shape{2, 3}, Ones, true)
+	if err != nil || n1 != n2 {
+		t.Fatalf("same store, same name: %v, %p vs %p", err, n1, n2)
 	}
 }

@@ -118,6 +118,7 @@ func (gf goldenFile) config(t *testing.T) Config {
 		RopeBase:           gf.float(t, "base", 0),
 		RopePairing:        gf.meta["pairing"],
 		RopeFraction:       gf.float(t, "rotary_fraction", 0),
+		XLUntieR:           gf.bool("untie_r"),
 	}
 	pos := gf.meta["pos"]
 	if pos == "sinusoidal" {

@@ -33,6 +33,19 @@ func DefaultConfig() Config {
 	return Config{Vocab: 256, DModel: 128, Heads: 4, Layers: 2, FFN: 512, Eps: 1e-5, InitStd: 0.02, Causal: true, Pos: "none"}
 }
 
+// Resolved returns c with every default filled in: Pos "" becomes "none"
+// and PosOpts is PosOpts.Resolve(DModel) (all encoding defaults, the
+// sinusoidal scale 1/√DModel included). A model built from c.Resolved()
+// computes bit for bit what a model built from c does; record the resolved
+// config to keep the values a run used rather than zeros.
+func (c Config) Resolved() Config {
+	if c.Pos == "" {
+		c.Pos = "none"
+	}
+	c.PosOpts = c.PosOpts.Resolve(c.DModel)
+	return c
+}
+
 // Validate reports the first inconsistency in c.
 func (c Config) Validate() error {
 	switch {

@@ -11,8 +11,8 @@ import (
 )
 
 func init() {
-	register("none", func(Options) (Encoding, error) { return None{}, nil })
-	register("sinusoidal", func(o Options) (Encoding, error) {
+	register(Info{Name: "none", Kind: KindNone}, func(Options) (Encoding, error) { return None{}, nil })
+	register(Info{Name: "sinusoidal", Kind: KindAbsolute}, func(o Options) (Encoding, error) {
 		if o.SinusoidalScale < 0 {
 			return nil, errors.Errorf("posenc sinusoidal: SinusoidalScale %v is negative", o.SinusoidalScale)
 		}
@@ -20,7 +20,7 @@ func init() {
 		e.Scale = o.SinusoidalScale
 		return e, nil
 	})
-	register("learned", func(o Options) (Encoding, error) { return NewLearned(o.MaxLen, o.InitStd) })
+	register(Info{Name: "learned", Kind: KindAbsolute, Learnable: true}, func(o Options) (Encoding, error) { return NewLearned(o.MaxLen, o.InitStd) })
 }
 
 // None is the baseline without position information. In a causal model the
@@ -37,18 +37,26 @@ func (None) Name() string { return "none" }
 //	PE[p, 2i+1] = cos(p / 10000^(2i/d))
 //
 // (sines and cosines interleaved), times Scale. It has no parameters and
-// works at any length; the table of a (start, T) pair is computed on the
-// host once and cached.
+// works at any length; the table of a (start, T, d, scale, dtype) is
+// computed on the host once and cached. The zero value is ready to use
+// (Scale 0: the default), and one value may build graphs from several
+// goroutines at once.
 type Sinusoidal struct {
 	// Scale multiplies the table; 0 means 1/√d_model (see
 	// Options.SinusoidalScale).
 	Scale float64
-	cache map[[3]int]*tensor.Dense
+	cache tableCache[sinusoidKey, *tensor.Dense]
+}
+
+type sinusoidKey struct {
+	start, t, d int
+	scale       float64
+	dt          tensor.Dtype
 }
 
 // NewSinusoidal returns the sinusoidal encoding with the default scale
 // 1/√d_model.
-func NewSinusoidal() *Sinusoidal { return &Sinusoidal{cache: map[[3]int]*tensor.Dense{}} }
+func NewSinusoidal() *Sinusoidal { return &Sinusoidal{} }
 
 // Name implements Encoding.
 func (*Sinusoidal) Name() string { return "sinusoidal" }
@@ -76,20 +84,18 @@ func (e *Sinusoidal) AddToInput(s *Site, x *G.Node) (*G.Node, error) {
 		return nil, errors.Errorf("posenc sinusoidal: input has shape %v, want [B, T, %d]", sh, s.DModel)
 	}
 	t, d := sh[1], sh[2]
-	key := [3]int{s.QStart, t, d}
-	tab, ok := e.cache[key]
-	if !ok || tab.Dtype() != s.Dtype() {
+	scale := e.Scale
+	if scale == 0 {
+		scale = DefaultSinusoidalScale(d)
+	}
+	key := sinusoidKey{start: s.QStart, t: t, d: d, scale: scale, dt: s.Dtype()}
+	tab, _ := e.cache.get(key, func() (*tensor.Dense, error) {
 		pe := SinusoidTable(s.QStart, t, d)
-		scale := e.Scale
-		if scale == 0 {
-			scale = 1 / math.Sqrt(float64(d))
-		}
 		for i := range pe {
 			pe[i] *= scale
 		}
-		tab = graph.FromFloat64s(s.Dtype(), tensor.Shape{t, d}, pe)
-		e.cache[key] = tab
-	}
+		return graph.FromFloat64s(key.dt, tensor.Shape{t, d}, pe), nil
+	})
 	pe := G.NewTensor(s.G, s.Dtype(), 2, G.WithShape(t, d), G.WithValue(tab), G.WithName(graph.UniqueName(s.G, "sinusoid_pe")))
 	return graph.BroadcastAdd(x, pe)
 }

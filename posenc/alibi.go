@@ -2,7 +2,6 @@ package posenc
 
 import (
 	"math"
-	"sync"
 
 	"github.com/pkg/errors"
 	G "gorgonia.org/gorgonia"
@@ -12,7 +11,7 @@ import (
 )
 
 func init() {
-	register("alibi", func(Options) (Encoding, error) { return NewAlibi(), nil })
+	register(Info{Name: "alibi", Kind: KindRelative}, func(Options) (Encoding, error) { return NewAlibi(), nil })
 }
 
 // Alibi is "Attention with Linear Biases" (Press et al. 2022, "Train Short,
@@ -29,7 +28,9 @@ func init() {
 // input embedding.
 //
 // The bias of a (span, heads, causal, dtype) is computed on the host once and
-// cached; each attention layer gets an input node holding it.
+// cached; each attention layer gets an input node holding it. The zero value
+// is ready to use, and one value may build graphs from several goroutines at
+// once.
 //
 // Padded batches: ALiBi depends only on position differences, so with left
 // padding the bias between real tokens is the same whether positions are
@@ -37,8 +38,7 @@ func init() {
 // row's first real token. BiasFromPositions builds the bias [B, H, Tq, Tk] of
 // explicit per-row positions, e.g. for padding in the middle of a row.
 type Alibi struct {
-	mu    sync.Mutex
-	cache map[alibiKey]*tensor.Dense
+	cache tableCache[alibiKey, *tensor.Dense]
 }
 
 type alibiKey struct {
@@ -49,7 +49,7 @@ type alibiKey struct {
 }
 
 // NewAlibi returns the ALiBi encoding.
-func NewAlibi() *Alibi { return &Alibi{cache: map[alibiKey]*tensor.Dense{}} }
+func NewAlibi() *Alibi { return &Alibi{} }
 
 // Name implements Encoding.
 func (*Alibi) Name() string { return "alibi" }
@@ -121,17 +121,10 @@ func (e *Alibi) ScoreBias(s *Site) (*G.Node, error) {
 		return nil, errors.Errorf("posenc alibi: %d heads and span TQ=%d TK=%d must be positive", s.H, s.TQ, s.TK)
 	}
 	key := alibiKey{span: s.Span, heads: s.H, causal: s.Causal, dt: s.Dtype()}
-	e.mu.Lock()
-	if e.cache == nil {
-		e.cache = map[alibiKey]*tensor.Dense{}
-	}
-	v, ok := e.cache[key]
-	if !ok {
-		v = graph.FromFloat64s(key.dt, tensor.Shape{s.H, s.TQ, s.TK},
-			AlibiBias(AlibiSlopes(s.H), positions(s.QStart, s.TQ), positions(s.KStart, s.TK), s.Causal))
-		e.cache[key] = v
-	}
-	e.mu.Unlock()
+	v, _ := e.cache.get(key, func() (*tensor.Dense, error) {
+		return graph.FromFloat64s(key.dt, tensor.Shape{s.H, s.TQ, s.TK},
+			AlibiBias(AlibiSlopes(s.H), positions(s.QStart, s.TQ), positions(s.KStart, s.TK), s.Causal)), nil
+	})
 	return G.NewTensor(s.G, key.dt, 3, G.WithShape(s.H, s.TQ, s.TK), G.WithValue(v),
 		G.WithName(graph.UniqueName(s.G, "alibi_bias"))), nil
 }
@@ -185,13 +178,4 @@ func PositionsFromPadding(valid [][]bool) [][]int {
 		out[b] = pos
 	}
 	return out
-}
-
-// positions returns start, start+1, ..., start+n-1.
-func positions(start, n int) []int {
-	p := make([]int, n)
-	for i := range p {
-		p[i] = start + i
-	}
-	return p
 }

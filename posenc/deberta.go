@@ -2,7 +2,6 @@ package posenc
 
 import (
 	"math"
-	"sync"
 
 	"github.com/pkg/errors"
 	G "gorgonia.org/gorgonia"
@@ -12,7 +11,7 @@ import (
 )
 
 func init() {
-	register("deberta", func(o Options) (Encoding, error) {
+	register(Info{Name: "deberta", Kind: KindRelative, Learnable: true}, func(o Options) (Encoding, error) {
 		return NewDeBERTa(o.DebertaBuckets, o.DebertaMaxPosition, o.InitStd)
 	})
 }
@@ -44,6 +43,33 @@ func init() {
 // is not modelled) and no absolute position input. The index tables are
 // computed on the host once per span and cached. Options.Alpha does not
 // apply.
+//
+// Settings compared with Hugging Face DeBERTa-v2/v3 (deberta-v3-base's
+// config.json):
+//
+//	HF setting                   deberta-v3-base            here
+//	position_buckets             256                        Options.DebertaBuckets, default 32
+//	max_relative_positions       -1 (= max_position_        Options.DebertaMaxPosition, default 128
+//	                             embeddings = 512)
+//	share_att_key                true                       always (the layer's own q/k projections)
+//	pos_att_type                 ["p2c", "c2p"]             always both
+//	norm_rel_ebd                 "layer_norm"               not modelled (no LayerNorm on deberta_rel)
+//	position_biased_input        false                      same (no absolute positions)
+//
+// The two sizes differ on purpose: the reference model of this library is
+// trained on 64-token windows with d = 128 (and evaluated on up to 8x
+// longer inputs), not on HF's 512 tokens. With HF's 256 buckets every
+// relative position up to ±128, twice the training window, would have its
+// own bucket, so no training distance would reach a log bucket and the
+// table [2·256, d] would be mostly rows no training step updates. The
+// defaults scale HF's geometry to the window: 32 buckets make distances up
+// to ±16 exact, a quarter of the training length as HF's ±128 of 512, and
+// the log buckets end at 128 = twice the training length (HF: 512, the
+// training length), so distances seen in evaluation beyond training still
+// fall in distinct log buckets before the clamp. Set DebertaBuckets = 256
+// and DebertaMaxPosition = 512 for HF's bucket function; share_att_key and
+// both attention types are what HF's v3 configs use, and the LayerNorm of
+// the table is the one v3 setting not available here.
 type DeBERTa struct {
 	// Buckets is the bucket size (HF position_buckets); the table has
 	// 2·Buckets rows and relative positions up to Buckets/2 are exact.
@@ -53,8 +79,12 @@ type DeBERTa struct {
 	// InitStd is the init standard deviation of deberta_rel.
 	InitStd float64
 
-	mu    sync.Mutex
-	cache map[Span]*debertaIdx
+	cache tableCache[debertaKey, *debertaIdx]
+}
+
+type debertaKey struct {
+	span                 Span
+	buckets, maxPosition int
 }
 
 // debertaIdx holds the gather indices of one span: c2p [TQ*TK] (row i,
@@ -71,7 +101,7 @@ func NewDeBERTa(buckets, maxPosition int, std float64) (*DeBERTa, error) {
 	if err := debertaCheck(buckets, maxPosition); err != nil {
 		return nil, err
 	}
-	return &DeBERTa{Buckets: buckets, MaxPosition: maxPosition, InitStd: std, cache: map[Span]*debertaIdx{}}, nil
+	return &DeBERTa{Buckets: buckets, MaxPosition: maxPosition, InitStd: std}, nil
 }
 
 func debertaCheck(buckets, maxPosition int) error {
@@ -94,28 +124,35 @@ func (*DeBERTa) Scale(dHead int) float64 { return 1 / math.Sqrt(3*float64(dHead)
 //	bucket(rel) = rel                                                      if |rel| <= mid
 //	bucket(rel) = sign(rel)·(mid + ceil(ln(|rel|/mid) / ln((maxPosition-1)/mid) · (mid-1)))  otherwise
 //
-// computed in float64 in that order. It is odd (bucket(-rel) = -bucket(rel));
-// |rel| = maxPosition-1 maps to ±(2·mid-1), and beyond it the value keeps
-// growing slowly (callers clamp it to the table). It panics if bucketSize < 2
-// or maxPosition <= bucketSize/2 + 1.
+// computed in float64 in that order, with |rel| taken without overflow (so
+// math.MinInt gives -bucket(math.MaxInt), not math.MinInt). It is odd
+// (bucket(-rel) = -bucket(rel)), has the sign of rel, and |bucket| is
+// non-decreasing in |rel|; |rel| = maxPosition-1 maps to ±(2·mid-1), and
+// beyond it the value keeps growing slowly (callers clamp it to the table),
+// up to its bound DebertaBucket(math.MaxInt, ...), which is at most
+// DebertaBucketLimit. It panics if bucketSize < 2 or maxPosition <=
+// bucketSize/2 + 1.
 func DebertaBucket(rel, bucketSize, maxPosition int) int {
 	if err := debertaCheck(bucketSize, maxPosition); err != nil {
 		panic(err.Error())
 	}
 	mid := bucketSize / 2
-	a := rel
-	if a < 0 {
-		a = -a
-	}
-	if a <= mid {
+	a := absInt(rel)
+	if a <= uint64(mid) {
 		return rel
 	}
 	lp := math.Ceil(math.Log(float64(a)/float64(mid))/math.Log(float64(maxPosition-1)/float64(mid))*float64(mid-1)) + float64(mid)
+	lp = math.Min(lp, DebertaBucketLimit) // only reached with maxPosition barely above mid+1
 	if rel < 0 {
 		return -int(lp)
 	}
 	return int(lp)
 }
+
+// DebertaBucketLimit bounds |DebertaBucket|: the log bucket of a huge
+// distance with maxPosition-1 barely above bucketSize/2 would not fit an int,
+// so it saturates here.
+const DebertaBucketLimit = 1 << 52
 
 // DebertaIndex returns the c2p and p2c gather indices of span s, each
 // [TQ*TK] row-major (query i, key j), with span = buckets:
@@ -138,24 +175,19 @@ func DebertaIndex(s Span, buckets, maxPosition int) (c2p, p2c []int) {
 	return c2p, p2c
 }
 
+// indices returns the cached gather indices of span s (the caller has
+// checked Buckets and MaxPosition).
 func (e *DeBERTa) indices(s Span) *debertaIdx {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.cache == nil {
-		e.cache = map[Span]*debertaIdx{}
-	}
-	if ix, ok := e.cache[s]; ok {
-		return ix
-	}
-	c2p, p2c := DebertaIndex(s, e.Buckets, e.MaxPosition)
-	p2cT := make([]int, len(p2c))
-	for i := 0; i < s.TQ; i++ {
-		for j := 0; j < s.TK; j++ {
-			p2cT[j*s.TQ+i] = p2c[i*s.TK+j]
+	ix, _ := e.cache.get(debertaKey{s, e.Buckets, e.MaxPosition}, func() (*debertaIdx, error) {
+		c2p, p2c := DebertaIndex(s, e.Buckets, e.MaxPosition)
+		p2cT := make([]int, len(p2c))
+		for i := 0; i < s.TQ; i++ {
+			for j := 0; j < s.TK; j++ {
+				p2cT[j*s.TQ+i] = p2c[i*s.TK+j]
+			}
 		}
-	}
-	ix := &debertaIdx{c2p: c2p, p2cT: p2cT}
-	e.cache[s] = ix
+		return &debertaIdx{c2p: c2p, p2cT: p2cT}, nil
+	})
 	return ix
 }
 
@@ -163,8 +195,8 @@ func (e *DeBERTa) indices(s Span) *debertaIdx {
 // q [B, H, TQ, dh] and k [B, H, TK, dh] (unscaled; attention multiplies the
 // sum with q·kᵀ by Scale).
 func (e *DeBERTa) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
-	b, h, dh, d := s.B, s.H, s.DHead, s.DModel
-	if err := xlCheckQK("deberta", s, q, k); err != nil {
+	h, dh, d := s.H, s.DHead, s.DModel
+	if err := checkQK("deberta", s, q, k); err != nil {
 		return nil, err
 	}
 	if s.Project == nil {
@@ -187,7 +219,7 @@ func (e *DeBERTa) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 		if !p.Shape().Eq(tensor.Shape{2 * span, d}) {
 			return nil, errors.Errorf("posenc deberta: projection %s of deberta_rel has shape %v, want [%d, %d]", which, p.Shape(), 2*span, d)
 		}
-		return xlHeadTable(p, 2*span, h, dh) // [H, 2span, dh]
+		return splitHeadTable(p, 2*span, h, dh) // [H, 2span, dh]
 	}
 	posKey, err := proj("k")
 	if err != nil {
@@ -198,7 +230,7 @@ func (e *DeBERTa) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 		return nil, err
 	}
 	// c2p[b,h,i,j] = q_i · Kr_h[c2p_ij]
-	c2p, err := xlRelScores(q, posKey, b, h, s.TQ, dh, 2*span) // [B, H, TQ, 2span]
+	c2p, err := graph.RelScores(q, posKey) // [B, H, TQ, 2span]
 	if err != nil {
 		return nil, errors.Wrap(err, "posenc deberta: q·Krᵀ")
 	}
@@ -206,7 +238,7 @@ func (e *DeBERTa) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 		return nil, errors.Wrap(err, "posenc deberta: c2p")
 	}
 	// p2c[b,h,i,j] = k_j · Qr_h[p2c_ij], gathered per key row, then transposed
-	p2c, err := xlRelScores(k, posQuery, b, h, s.TK, dh, 2*span) // [B, H, TK, 2span]
+	p2c, err := graph.RelScores(k, posQuery) // [B, H, TK, 2span]
 	if err != nil {
 		return nil, errors.Wrap(err, "posenc deberta: k·Qrᵀ")
 	}

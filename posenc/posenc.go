@@ -1,6 +1,7 @@
 package posenc
 
 import (
+	"math"
 	"sort"
 	"strings"
 
@@ -102,7 +103,9 @@ type ValueTermer interface {
 }
 
 // Options configures every encoding; each reads the fields it needs. Zero
-// values take the defaults that Defaults documents.
+// values take the defaults documented on each field; Resolve fills them all
+// in (Defaults all but the width-dependent SinusoidalScale), so that a
+// caller can record the values a model was built with instead of zeros.
 type Options struct {
 	// MaxLen is the number of rows of the learned absolute table (default 64,
 	// the reference training length).
@@ -136,10 +139,22 @@ type Options struct {
 	// T5MaxDistance is where the log-spaced T5 buckets end (default 128).
 	T5MaxDistance int
 
-	// DebertaBuckets is DeBERTa's bucket size (position_buckets; the
-	// relative table has 2*DebertaBuckets rows; default 32).
+	// XLUntieR gives every layer its own Transformer-XL biases u and v
+	// ("<prefix>/xl_u", "<prefix>/xl_v") instead of the shared "xl_u" and
+	// "xl_v": the untie_r option of Dai et al. 2019's reference code
+	// (kimiyoung/transformer-xl) and of Hugging Face's TransfoXLConfig,
+	// whose default is untie_r=True. Default false (tied, one u and v for
+	// the model, as in the paper's equations and this library's committed
+	// results).
+	XLUntieR bool
+
+	// DebertaBuckets is DeBERTa's bucket size (HF position_buckets; the
+	// relative table has 2*DebertaBuckets rows; default 32, HF
+	// deberta-v3-base 256; see the DeBERTa type for why).
 	DebertaBuckets int
-	// DebertaMaxPosition is where DeBERTa's log buckets end (default 128).
+	// DebertaMaxPosition is where DeBERTa's log buckets end (HF
+	// max_relative_positions, or max_position_embeddings when that is
+	// -1; default 128, HF deberta-v3-base 512).
 	DebertaMaxPosition int
 
 	// RopeBase is RoPE's base (default 10000).
@@ -161,7 +176,27 @@ type Options struct {
 	YarnBetaFast, YarnBetaSlow float64
 }
 
-// Defaults returns o with zero fields replaced by their defaults.
+// DefaultSinusoidalScale is the default SinusoidalScale of a model of width
+// dModel, 1/√dModel (see Options.SinusoidalScale). Sinusoidal uses it when
+// its Scale is 0, and Resolve fills it in, so both give the same bits.
+func DefaultSinusoidalScale(dModel int) float64 { return 1 / math.Sqrt(float64(dModel)) }
+
+// Resolve returns o with every zero field replaced by its default for a
+// model of width dModel: Defaults plus SinusoidalScale =
+// DefaultSinusoidalScale(dModel) (left 0 if dModel <= 0). An encoding built
+// from the resolved options computes exactly what it computes from o.
+// Boolean switches (Alpha, XLUntieR) keep their value: false is their
+// default.
+func (o Options) Resolve(dModel int) Options {
+	o = o.Defaults()
+	if o.SinusoidalScale == 0 && dModel > 0 {
+		o.SinusoidalScale = DefaultSinusoidalScale(dModel)
+	}
+	return o
+}
+
+// Defaults returns o with zero fields replaced by their defaults, all but
+// SinusoidalScale, whose default depends on the model width (see Resolve).
 func (o Options) Defaults() Options {
 	def := func(p *int, v int) {
 		if *p == 0 {
@@ -192,11 +227,98 @@ func (o Options) Defaults() Options {
 	return o
 }
 
+// The kinds of Info.Kind.
+const (
+	KindNone     = "none"     // no position information
+	KindAbsolute = "absolute" // added to the token embeddings
+	KindRelative = "relative" // terms or biases of the relative distance in the scores
+	KindRotary   = "rotary"   // rotations of q and k
+)
+
+// Info describes a registered encoding, so that callers (experiment plans,
+// benchmarks, tables) derive their lists of encodings from the registry
+// instead of keeping their own.
+type Info struct {
+	// Name is the name New takes.
+	Name string
+	// Kind is KindNone, KindAbsolute, KindRelative or KindRotary.
+	Kind string
+	// Learnable is true if the encoding has parameters.
+	Learnable bool
+	// EvalOnly is true for evaluation-time variants of another encoding
+	// (the RoPE scalings): a model is trained with Base and evaluated with
+	// the variant.
+	EvalOnly bool
+	// Base is the encoding an EvalOnly variant is applied to ("rope"); ""
+	// otherwise.
+	Base string
+}
+
 type factory func(o Options) (Encoding, error)
 
-var registry = map[string]factory{}
+type entry struct {
+	info Info
+	f    factory
+}
 
-func register(name string, f factory) { registry[name] = f }
+var registry = map[string]entry{}
+
+func register(info Info, f factory) { registry[info.Name] = entry{info, f} }
+
+// tableOrder is the order of Registered: absolute encodings, then relative,
+// then rotary and bias (the README's table), then the evaluation-time
+// variants. A registered name missing here is listed after them, sorted.
+var tableOrder = []string{
+	"none", "sinusoidal", "learned",
+	"shaw", "shaw-scalar", "t5", "xl", "deberta",
+	"rope", "alibi",
+	RopePI, RopeNTK, RopeDynamic, RopeYaRN,
+}
+
+// Registered returns the Info of every registered encoding in a stable
+// table order: none, sinusoidal, learned, shaw, shaw-scalar, t5, xl,
+// deberta, rope, alibi, then the RoPE scalings rope-pi, rope-ntk,
+// rope-dynamic, rope-yarn.
+func Registered() []Info {
+	out := make([]Info, 0, len(registry))
+	seen := map[string]bool{}
+	for _, n := range tableOrder {
+		if e, ok := registry[n]; ok {
+			out = append(out, e.info)
+			seen[n] = true
+		}
+	}
+	var rest []string
+	for n := range registry {
+		if !seen[n] {
+			rest = append(rest, n)
+		}
+	}
+	sort.Strings(rest)
+	for _, n := range rest {
+		out = append(out, registry[n].info)
+	}
+	return out
+}
+
+// InfoOf returns the Info of the encoding called name.
+func InfoOf(name string) (Info, bool) {
+	e, ok := registry[name]
+	return e.info, ok
+}
+
+// Trainable returns the names of the encodings a model can be trained with
+// (every registered encoding but the EvalOnly variants), in Registered's
+// order.
+func Trainable() []string {
+	var out []string
+	for _, i := range Registered() {
+		if !i.EvalOnly {
+			out = append(out, i.Name)
+		}
+	}
+	return out
+}
 
 // Names lists the valid encoding names, sorted.
 func Names() []string {
@@ -211,9 +333,9 @@ func Names() []string {
 // New returns the encoding called name. An unknown name is an error that lists
 // the valid ones.
 func New(name string, o Options) (Encoding, error) {
-	f, ok := registry[name]
+	e, ok := registry[name]
 	if !ok {
 		return nil, errors.Errorf("posenc: unknown encoding %q (valid: %s)", name, strings.Join(Names(), ", "))
 	}
-	return f(o.Defaults())
+	return e.f(o.Defaults())
 }

@@ -3,7 +3,6 @@ package posenc
 import (
 	"hash/fnv"
 	"math"
-	"sync"
 
 	"github.com/pkg/errors"
 	G "gorgonia.org/gorgonia"
@@ -24,8 +23,11 @@ const (
 
 func init() {
 	for _, n := range []string{RopePlain, RopePI, RopeNTK, RopeDynamic, RopeYaRN} {
-		n := n
-		register(n, func(o Options) (Encoding, error) { return NewRope(n, o) })
+		info := Info{Name: n, Kind: KindRotary}
+		if n != RopePlain {
+			info.EvalOnly, info.Base = true, RopePlain
+		}
+		register(info, func(o Options) (Encoding, error) { return NewRope(n, o) })
 	}
 }
 
@@ -78,7 +80,10 @@ func init() {
 // The cos/sin tables are computed on the host in float64 once per (start,
 // length, rot, frequencies) and cached in the encoding; they enter graphs as
 // attributes of graph.Rotary ops (whose gradient is the transposed
-// rotation), converted to the graph's dtype by the kernel.
+// rotation), converted to the graph's dtype by the kernel. A Rope built as a
+// struct literal (not by NewRope) is plain RoPE and needs Base, Fraction,
+// Scale and TrainLen set; one Rope value may build graphs from several
+// goroutines at once.
 type Rope struct {
 	name string
 	// Base is θ's base (RopeBase).
@@ -93,8 +98,7 @@ type Rope struct {
 	// BetaFast and BetaSlow bound YaRN's ramp.
 	BetaFast, BetaSlow float64
 
-	mu    sync.Mutex
-	cache map[ropeKey]*graph.RotaryTable
+	cache tableCache[ropeKey, *graph.RotaryTable]
 }
 
 type ropeKey struct {
@@ -130,12 +134,16 @@ func NewRope(name string, o Options) (*Rope, error) {
 		return nil, errors.Errorf("posenc %s: YaRN betas fast %g and slow %g must be positive", name, o.YarnBetaFast, o.YarnBetaSlow)
 	}
 	return &Rope{name: name, Base: o.RopeBase, Pairing: pr, Fraction: o.RopeFraction, Scale: o.RopeScale,
-		TrainLen: o.RopeTrainLen, BetaFast: o.YarnBetaFast, BetaSlow: o.YarnBetaSlow,
-		cache: map[ropeKey]*graph.RotaryTable{}}, nil
+		TrainLen: o.RopeTrainLen, BetaFast: o.YarnBetaFast, BetaSlow: o.YarnBetaSlow}, nil
 }
 
-// Name implements Encoding.
-func (e *Rope) Name() string { return e.name }
+// Name implements Encoding ("rope" for a Rope built without NewRope).
+func (e *Rope) Name() string {
+	if e.name == "" {
+		return RopePlain
+	}
+	return e.name
+}
 
 // ParsePairing maps "half" and "interleaved" to the graph's pairings.
 func ParsePairing(s string) (graph.RotaryPairing, error) {
@@ -275,21 +283,11 @@ func (e *Rope) table(start, n, rot int, theta []float64, posDiv, attn float64) (
 	put(posDiv)
 	put(attn)
 	key := ropeKey{start: start, n: n, rot: rot, freq: h.Sum64()}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.cache == nil {
-		e.cache = map[ropeKey]*graph.RotaryTable{}
-	}
-	if tab, ok := e.cache[key]; ok {
-		return tab, nil
-	}
-	cos, sin := RopeAngles(start, n, theta, posDiv, attn)
-	tab, err := graph.NewRotaryTable(n, rot/2, cos, sin)
-	if err != nil {
-		return nil, errors.Wrapf(err, "posenc %s: positions %d..%d", e.name, start, start+n-1)
-	}
-	e.cache[key] = tab
-	return tab, nil
+	return e.cache.get(key, func() (*graph.RotaryTable, error) {
+		cos, sin := RopeAngles(start, n, theta, posDiv, attn)
+		tab, err := graph.NewRotaryTable(n, rot/2, cos, sin)
+		return tab, errors.Wrapf(err, "posenc %s: positions %d..%d", e.name, start, start+n-1)
+	})
 }
 
 // TransformQK implements QKTransformer: q [B, H, TQ, dh] rotated at positions

@@ -9,8 +9,8 @@ import (
 )
 
 func init() {
-	register("shaw", func(o Options) (Encoding, error) { return NewShaw(o.ShawK, o.InitStd) })
-	register("shaw-scalar", func(o Options) (Encoding, error) { return NewShawScalar(o.ShawK, o.InitStd, o.Alpha) })
+	register(Info{Name: "shaw", Kind: KindRelative, Learnable: true}, func(o Options) (Encoding, error) { return NewShaw(o.ShawK, o.InitStd) })
+	register(Info{Name: "shaw-scalar", Kind: KindRelative, Learnable: true}, func(o Options) (Encoding, error) { return NewShawScalar(o.ShawK, o.InitStd, o.Alpha) })
 }
 
 // ShawIndex returns the clipped relative index of Shaw et al. (2018) for
@@ -33,16 +33,11 @@ func ShawIndex(span Span, k int) []int {
 	return idx
 }
 
-// shawIndexCache caches ShawIndex per span (fixed k).
-type shawIndexCache map[Span][]int
-
-func (c shawIndexCache) get(span Span, k int) []int {
-	idx, ok := c[span]
-	if !ok {
-		idx = ShawIndex(span, k)
-		c[span] = idx
-	}
-	return idx
+// shawKey keys the cached index tables of Shaw and ShawScalar (h is 0 for
+// Shaw, whose table is shared by the heads).
+type shawKey struct {
+	span Span
+	k, h int
 }
 
 // Shaw is the relative position representation of Shaw, Uszkoreit and
@@ -63,12 +58,12 @@ func (c shawIndexCache) get(span Span, k int) []int {
 // Parameters, per layer (prefix = Site.Prefix, e.g. "block0/attn"):
 // "<prefix>/shaw_k" and "<prefix>/shaw_v", each [2K+1, dh], N(0, InitStd²),
 // not weight-decayed. The embeddings are not biases, so Options.Alpha does
-// not apply. The index matrix is computed on the host once per span. A Shaw
-// value is not safe for concurrent use.
+// not apply. The index matrix is computed on the host once per span and
+// cached; one Shaw value may build graphs from several goroutines at once.
 type Shaw struct {
 	K       int
 	InitStd float64
-	idx     shawIndexCache
+	idx     tableCache[shawKey, []int]
 }
 
 // NewShaw returns Shaw's encoding with clipping distance k (>= 0) and tables
@@ -80,17 +75,16 @@ func NewShaw(k int, initStd float64) (*Shaw, error) {
 	if initStd < 0 {
 		return nil, errors.Errorf("posenc shaw: init std %g is negative", initStd)
 	}
-	return &Shaw{K: k, InitStd: initStd, idx: shawIndexCache{}}, nil
+	return &Shaw{K: k, InitStd: initStd}, nil
 }
 
 // Name implements Encoding.
 func (*Shaw) Name() string { return "shaw" }
 
+// index returns the cached ShawIndex of span (the caller has checked K).
 func (e *Shaw) index(span Span) []int {
-	if e.idx == nil {
-		e.idx = shawIndexCache{}
-	}
-	return e.idx.get(span, e.K)
+	idx, _ := e.idx.get(shawKey{span: span, k: e.K}, func() ([]int, error) { return ShawIndex(span, e.K), nil })
+	return idx
 }
 
 // table returns the layer's [2K+1, dh] table "<prefix>/shaw_<which>".
@@ -103,6 +97,9 @@ func (e *Shaw) table(s *Site, which string) (*G.Node, error) {
 func (e *Shaw) checkSite(s *Site) error {
 	if s.B <= 0 || s.H <= 0 || s.DHead <= 0 || s.TQ <= 0 || s.TK <= 0 {
 		return errors.Errorf("posenc shaw: B = %d, H = %d, dh = %d, TQ = %d and TK = %d must be positive", s.B, s.H, s.DHead, s.TQ, s.TK)
+	}
+	if e.K < 0 {
+		return errors.Errorf("posenc shaw: clipping distance K = %d is negative", e.K)
 	}
 	return nil
 }
@@ -195,18 +192,13 @@ func (e *Shaw) ValueTerms(s *Site, probs *G.Node) (*G.Node, error) {
 // Parameters, per layer (prefix = Site.Prefix): "<prefix>/shaw_bias"
 // [2K+1, H], N(0, InitStd²); with Alpha also "<prefix>/shaw_alpha" [1], init
 // AlphaInit, multiplying the table. Neither is weight-decayed. The gather
-// indices are computed on the host once per (span, H). A ShawScalar value is
-// not safe for concurrent use.
+// indices are computed on the host once per (span, H) and cached; one
+// ShawScalar value may build graphs from several goroutines at once.
 type ShawScalar struct {
 	K       int
 	InitStd float64
 	Alpha   bool
-	flat    map[shawFlatKey][]int // headTableIndex of ShawIndex
-}
-
-type shawFlatKey struct {
-	span Span
-	h    int
+	flat    tableCache[shawKey, []int] // headTableIndex of ShawIndex
 }
 
 // NewShawScalar returns the scalar Shaw bias with clipping distance k (>= 0),
@@ -230,15 +222,12 @@ func (e *ShawScalar) ScoreBias(s *Site) (*G.Node, error) {
 	if s.H <= 0 || s.TQ <= 0 || s.TK <= 0 {
 		return nil, errors.Errorf("posenc shaw-scalar: H = %d, TQ = %d and TK = %d must be positive", s.H, s.TQ, s.TK)
 	}
-	if e.flat == nil {
-		e.flat = map[shawFlatKey][]int{}
+	if e.K < 0 {
+		return nil, errors.Errorf("posenc shaw-scalar: clipping distance K = %d is negative", e.K)
 	}
-	fk := shawFlatKey{s.Span, s.H}
-	flat, ok := e.flat[fk]
-	if !ok {
-		flat = headTableIndex(ShawIndex(s.Span, e.K), s.H, s.TQ, s.TK)
-		e.flat[fk] = flat
-	}
+	flat, _ := e.flat.get(shawKey{span: s.Span, k: e.K, h: s.H}, func() ([]int, error) {
+		return headTableIndex(ShawIndex(s.Span, e.K), s.H, s.TQ, s.TK), nil
+	})
 	table, err := s.Params.Node(s.G, s.Prefix+"/shaw_bias", tensor.Shape{2*e.K + 1, s.H}, graph.Normal(e.InitStd), false)
 	if err != nil {
 		return nil, errors.Wrap(err, "posenc shaw-scalar")

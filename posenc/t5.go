@@ -2,6 +2,7 @@ package posenc
 
 import (
 	"math"
+	"sync"
 
 	"github.com/pkg/errors"
 	G "gorgonia.org/gorgonia"
@@ -11,23 +12,10 @@ import (
 )
 
 func init() {
-	register("t5", func(o Options) (Encoding, error) {
+	register(Info{Name: "t5", Kind: KindRelative, Learnable: true}, func(o Options) (Encoding, error) {
 		return NewT5(o.T5Buckets, o.T5MaxDistance, o.InitStd, o.Alpha)
 	})
 }
-
-// AlphaInit is the initial value of the learnable scalar scale that
-// Options.Alpha puts on a learnable score bias: t5 (parameter "t5_alpha",
-// shared like its table) and shaw-scalar (parameter "<prefix>/shaw_alpha",
-// per layer like its table). Each is a [1] tensor, never weight-decayed, that
-// multiplies the whole bias table:
-//
-//	bias[h, i, j] = alpha * table[index(i, j), h]
-//
-// Starting at 0.1 keeps the position bias small relative to the content
-// scores early in training while letting the model grow it. Encodings
-// without a learnable bias ignore Options.Alpha.
-const AlphaInit = 0.1
 
 // T5Bucket is the bucket of relative position rel = key position - query
 // position in the T5 bias (Raffel et al. 2020; Hugging Face's
@@ -43,32 +31,38 @@ const AlphaInit = 0.1
 // logarithmically wider buckets up to maxDistance, beyond which everything
 // falls in the last one. In causal mode all future keys (rel > 0) share
 // bucket 0 with rel = 0 (they are masked anyway). The result is in
-// [0, numBuckets). The logarithm is taken in float64 (HF uses float32, which
-// can differ only when the quotient is within float32 rounding of an integer).
+// [0, numBuckets) for every int rel, math.MinInt included (|rel| is taken
+// without overflow; distances at or beyond maxDistance give the last bucket
+// directly): bidirectionally in [0, nb) for rel <= 0 and in [nb, 2nb) for
+// rel > 0, with T5Bucket(d) = T5Bucket(-d) + nb for d > 0; in both modes the
+// bucket is non-decreasing in the distance n. The logarithm is taken in
+// float64 (HF uses float32, which can differ only when the quotient is
+// within float32 rounding of an integer).
 //
 // T5Bucket panics unless the buckets are well defined: me >= 1 (numBuckets >=
 // 4 bidirectional, >= 2 causal) and maxDistance > me.
 func T5Bucket(rel int, bidirectional bool, numBuckets, maxDistance int) int {
-	nb, offset, n := numBuckets, 0, 0
+	nb, offset := numBuckets, 0
+	var n uint64 // the distance, |rel| or max(-rel, 0), without overflow at math.MinInt
 	if bidirectional {
 		nb /= 2
 		if rel > 0 {
 			offset = nb
 		}
-		n = rel
-		if n < 0 {
-			n = -n
-		}
-	} else {
-		n = max(-rel, 0)
+		n = absInt(rel)
+	} else if rel < 0 {
+		n = absInt(rel)
 	}
 	me := nb / 2
 	if me < 1 || maxDistance <= me {
 		panic(errors.Errorf("posenc: T5Bucket: %d buckets (bidirectional %v) and max distance %d: need %d exact buckets >= 1 and max distance > %d",
 			numBuckets, bidirectional, maxDistance, me, me))
 	}
-	if n < me {
-		return offset + n
+	if n < uint64(me) {
+		return offset + int(n)
+	}
+	if n >= uint64(maxDistance) { // the log ratio is >= 1: the last bucket
+		return offset + nb - 1
 	}
 	large := me + int(math.Log(float64(n)/float64(me))/math.Log(float64(maxDistance)/float64(me))*float64(nb-me))
 	return offset + min(large, nb-1)
@@ -94,21 +88,27 @@ func T5Bucket(rel int, bidirectional bool, numBuckets, maxDistance int) int {
 // of the most recent graph; were a bias rebuilt, Gorgonia would merge it with
 // the existing identical node anyway). The bucket indices are computed on the
 // host once per (span, causal, H) and enter the graph as an attribute of a
-// graph.GatherRel node. A T5 value is not safe for concurrent use.
+// graph.GatherRel node. The zero value with NumBuckets and MaxDistance set
+// is ready to use, and one T5 value may build graphs from several goroutines
+// at once (each with its own graph.Params: a Params is not safe for
+// concurrent use).
 type T5 struct {
 	NumBuckets, MaxDistance int
 	InitStd                 float64
 	Alpha                   bool
 
-	idx   map[t5IdxKey][]int // flat table indices (see headTableIndex)
-	lastG *G.ExprGraph       // the graph the node cache belongs to
+	idx tableCache[t5IdxKey, []int] // flat table indices (see headTableIndex)
+
+	mu    sync.Mutex   // guards lastG and nodes
+	lastG *G.ExprGraph // the graph the node cache belongs to
 	nodes map[t5NodeKey]*G.Node
 }
 
 type t5IdxKey struct {
-	span   Span
-	causal bool
-	h      int
+	span                    Span
+	causal                  bool
+	h                       int
+	numBuckets, maxDistance int
 }
 
 type t5NodeKey struct {
@@ -121,14 +121,20 @@ type t5NodeKey struct {
 // scale. It returns an error if the buckets are not well defined in both
 // modes (numBuckets >= 4, maxDistance > numBuckets/2) or initStd < 0.
 func NewT5(numBuckets, maxDistance int, initStd float64, alpha bool) (*T5, error) {
-	if numBuckets < 4 || maxDistance <= numBuckets/2 {
-		return nil, errors.Errorf("posenc t5: %d buckets and max distance %d: need at least 4 buckets and max distance > buckets/2 = %d", numBuckets, maxDistance, numBuckets/2)
+	if err := t5Check(numBuckets, maxDistance); err != nil {
+		return nil, err
 	}
 	if initStd < 0 {
 		return nil, errors.Errorf("posenc t5: init std %g is negative", initStd)
 	}
-	return &T5{NumBuckets: numBuckets, MaxDistance: maxDistance, InitStd: initStd, Alpha: alpha,
-		idx: map[t5IdxKey][]int{}}, nil
+	return &T5{NumBuckets: numBuckets, MaxDistance: maxDistance, InitStd: initStd, Alpha: alpha}, nil
+}
+
+func t5Check(numBuckets, maxDistance int) error {
+	if numBuckets < 4 || maxDistance <= numBuckets/2 {
+		return errors.Errorf("posenc t5: %d buckets and max distance %d: need at least 4 buckets and max distance > buckets/2 = %d", numBuckets, maxDistance, numBuckets/2)
+	}
+	return nil
 }
 
 // Name implements Encoding.
@@ -142,28 +148,28 @@ func (e *T5) ScoreBias(s *Site) (*G.Node, error) {
 	if s.H <= 0 || s.TQ <= 0 || s.TK <= 0 {
 		return nil, errors.Errorf("posenc t5: H = %d, TQ = %d and TK = %d must be positive", s.H, s.TQ, s.TK)
 	}
-	ik := t5IdxKey{span: s.Span, causal: s.Causal, h: s.H}
+	if err := t5Check(e.NumBuckets, e.MaxDistance); err != nil {
+		return nil, err
+	}
+	ik := t5IdxKey{span: s.Span, causal: s.Causal, h: s.H, numBuckets: e.NumBuckets, maxDistance: e.MaxDistance}
 	nk := t5NodeKey{t5IdxKey: ik, p: s.Params}
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	if s.G != e.lastG {
 		e.lastG, e.nodes = s.G, map[t5NodeKey]*G.Node{}
 	}
 	if n, ok := e.nodes[nk]; ok {
 		return n, nil
 	}
-	flat, ok := e.idx[ik]
-	if !ok {
+	flat, _ := e.idx.get(ik, func() ([]int, error) {
 		b := make([]int, s.TQ*s.TK)
 		for i := 0; i < s.TQ; i++ {
 			for j := 0; j < s.TK; j++ {
 				b[i*s.TK+j] = T5Bucket(s.Rel(i, j), !s.Causal, e.NumBuckets, e.MaxDistance)
 			}
 		}
-		flat = headTableIndex(b, s.H, s.TQ, s.TK)
-		if e.idx == nil {
-			e.idx = map[t5IdxKey][]int{}
-		}
-		e.idx[ik] = flat
-	}
+		return headTableIndex(b, s.H, s.TQ, s.TK), nil
+	})
 	table, err := s.Params.Node(s.G, "t5_bias", tensor.Shape{e.NumBuckets, s.H}, graph.Normal(e.InitStd), false)
 	if err != nil {
 		return nil, errors.Wrap(err, "posenc t5")
@@ -179,48 +185,4 @@ func (e *T5) ScoreBias(s *Site) (*G.Node, error) {
 	}
 	e.nodes[nk] = bias
 	return bias, nil
-}
-
-// headTableIndex turns a relative index matrix rel (row-major [Tq, Tk],
-// entries rows of a table [R, H]) into the flat indices of GatherRel on the
-// table seen as [1, R*H] that produce bias [H, Tq, Tk]:
-//
-//	flat[(h*Tq + i)*Tk + j] = rel[i*Tk + j]*H + h
-func headTableIndex(rel []int, h, tq, tk int) []int {
-	flat := make([]int, h*tq*tk)
-	for hh := 0; hh < h; hh++ {
-		for k, r := range rel {
-			flat[hh*tq*tk+k] = r*h + hh
-		}
-	}
-	return flat
-}
-
-// headTableBias returns bias [H, Tq, Tk], bias[h, i, j] = table[rel(i, j), h],
-// from table [R, H] and flat = headTableIndex(rel, H, Tq, Tk): a single
-// gather (no transpose), whose gradient scatter-adds into the table.
-func headTableBias(table *G.Node, flat []int, h, tq, tk int) (*G.Node, error) {
-	ts := table.Shape()
-	if len(ts) != 2 || ts[1] != h {
-		return nil, errors.Errorf("table has shape %v, want [R, %d]", ts, h)
-	}
-	m, err := graph.Reshape(table, 1, ts[0]*h)
-	if err != nil {
-		return nil, err
-	}
-	out, err := graph.GatherRel(m, flat, 1, h*tq*tk) // [1, H*Tq*Tk]
-	if err != nil {
-		return nil, err
-	}
-	return graph.Reshape(out, h, tq, tk)
-}
-
-// alphaScaled returns table * alpha, alpha being the learnable [1] parameter
-// name initialised to AlphaInit (see AlphaInit).
-func alphaScaled(s *Site, table *G.Node, name string) (*G.Node, error) {
-	a, err := s.Params.Node(s.G, name, tensor.Shape{1}, graph.Constant(AlphaInit), false)
-	if err != nil {
-		return nil, err
-	}
-	return graph.BroadcastMul(table, a)
 }

@@ -2,7 +2,6 @@ package posenc
 
 import (
 	"math"
-	"sync"
 
 	"github.com/pkg/errors"
 	G "gorgonia.org/gorgonia"
@@ -12,7 +11,11 @@ import (
 )
 
 func init() {
-	register("xl", func(o Options) (Encoding, error) { return NewXL(o.InitStd), nil })
+	register(Info{Name: "xl", Kind: KindRelative, Learnable: true}, func(o Options) (Encoding, error) {
+		e := NewXL(o.InitStd)
+		e.UntieR = o.XLUntieR
+		return e, nil
+	})
 }
 
 // XL is the relative position encoding of Transformer-XL (Dai et al. 2019,
@@ -33,7 +36,9 @@ func init() {
 //
 // Parameters (none weight-decayed): per layer "<prefix>/xl_wr" [d, d] (no
 // bias), shared by all layers "xl_u" and "xl_v" [H, dh], all initialised
-// N(0, InitStd²). The R table of the TQ+TK-1 distances of a span is computed
+// N(0, InitStd²). With UntieR (the reference code's and Hugging Face's
+// untie_r, see Options.XLUntieR) u and v are per layer instead:
+// "<prefix>/xl_u" and "<prefix>/xl_v". The R table of the TQ+TK-1 distances of a span is computed
 // on the host once per (span, d, dtype) and cached; the position term is one
 // matmul of q+v with P over those distances followed by a gather
 // (graph.GatherRel), not the paper's rel-shift trick.
@@ -45,9 +50,10 @@ func init() {
 type XL struct {
 	// InitStd is the init standard deviation of xl_u, xl_v and xl_wr.
 	InitStd float64
+	// UntieR makes u and v per layer (Options.XLUntieR).
+	UntieR bool
 
-	mu    sync.Mutex
-	cache map[xlKey]*tensor.Dense // R tables
+	cache tableCache[xlKey, *tensor.Dense] // R tables
 }
 
 type xlKey struct {
@@ -58,7 +64,7 @@ type xlKey struct {
 
 // NewXL returns the Transformer-XL encoding with parameters initialised
 // N(0, std²).
-func NewXL(std float64) *XL { return &XL{InitStd: std, cache: map[xlKey]*tensor.Dense{}} }
+func NewXL(std float64) *XL { return &XL{InitStd: std} }
 
 // Name implements Encoding.
 func (*XL) Name() string { return "xl" }
@@ -110,17 +116,9 @@ func XLSinusoids(minDist, n, d int) []float64 {
 // table returns the cached R table [n, d] of span s.
 func (e *XL) table(s Span, d int, dt tensor.Dtype) (tab *tensor.Dense, idx []int, n int) {
 	idx, minDist, n := XLDistances(s)
-	key := xlKey{s, d, dt}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.cache == nil {
-		e.cache = map[xlKey]*tensor.Dense{}
-	}
-	tab, ok := e.cache[key]
-	if !ok {
-		tab = graph.FromFloat64s(dt, tensor.Shape{n, d}, XLSinusoids(minDist, n, d))
-		e.cache[key] = tab
-	}
+	tab, _ = e.cache.get(xlKey{s, d, dt}, func() (*tensor.Dense, error) {
+		return graph.FromFloat64s(dt, tensor.Shape{n, d}, XLSinusoids(minDist, n, d)), nil
+	})
 	return tab, idx, n
 }
 
@@ -128,18 +126,22 @@ func (e *XL) table(s Span, d int, dt tensor.Dtype) (tab *tensor.Dense, idx []int
 // [B, H, TQ, TK] from q [B, H, TQ, dh] and k [B, H, TK, dh].
 func (e *XL) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 	b, h, dh, d := s.B, s.H, s.DHead, s.DModel
-	if err := xlCheckQK("xl", s, q, k); err != nil {
+	if err := checkQK("xl", s, q, k); err != nil {
 		return nil, err
 	}
 	if d%2 != 0 {
 		return nil, errors.Errorf("posenc xl: d_model %d must be even (sin/cos pairs)", d)
 	}
 	init := graph.Normal(e.InitStd)
-	u, err := s.Params.Node(s.G, "xl_u", tensor.Shape{h, dh}, init, false)
+	uName, vName := "xl_u", "xl_v"
+	if e.UntieR {
+		uName, vName = s.Prefix+"/xl_u", s.Prefix+"/xl_v"
+	}
+	u, err := s.Params.Node(s.G, uName, tensor.Shape{h, dh}, init, false)
 	if err != nil {
 		return nil, errors.Wrap(err, "posenc xl")
 	}
-	v, err := s.Params.Node(s.G, "xl_v", tensor.Shape{h, dh}, init, false)
+	v, err := s.Params.Node(s.G, vName, tensor.Shape{h, dh}, init, false)
 	if err != nil {
 		return nil, errors.Wrap(err, "posenc xl")
 	}
@@ -154,7 +156,7 @@ func (e *XL) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 	if err != nil {
 		return nil, errors.Wrap(err, "posenc xl: R·W_r")
 	}
-	if p, err = xlHeadTable(p, n, h, dh); err != nil { // [H, n, dh]
+	if p, err = splitHeadTable(p, n, h, dh); err != nil { // [H, n, dh]
 		return nil, errors.Wrap(err, "posenc xl")
 	}
 	u4, err := graph.Reshape(u, 1, h, 1, dh)
@@ -169,7 +171,7 @@ func (e *XL) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 	if err != nil {
 		return nil, errors.Wrap(err, "posenc xl: q+v")
 	}
-	m, err := xlRelScores(qv, p, b, h, s.TQ, dh, n) // [B, H, TQ, n]
+	m, err := graph.RelScores(qv, p) // [B, H, TQ, n]
 	if err != nil {
 		return nil, errors.Wrap(err, "posenc xl: (q+v)·Pᵀ")
 	}
@@ -189,37 +191,4 @@ func (e *XL) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 	}
 	out, err := graph.BroadcastAdd(bd, uk)
 	return out, errors.Wrap(err, "posenc xl")
-}
-
-// xlCheckQK checks q [B, H, TQ, dh] and k [B, H, TK, dh] against the site.
-func xlCheckQK(enc string, s *Site, q, k *G.Node) error {
-	wq := tensor.Shape{s.B, s.H, s.TQ, s.DHead}
-	wk := tensor.Shape{s.B, s.H, s.TK, s.DHead}
-	if !q.Shape().Eq(wq) {
-		return errors.Errorf("posenc %s: q has shape %v, want %v", enc, q.Shape(), wq)
-	}
-	if !k.Shape().Eq(wk) {
-		return errors.Errorf("posenc %s: k has shape %v, want %v", enc, k.Shape(), wk)
-	}
-	if s.H*s.DHead != s.DModel {
-		return errors.Errorf("posenc %s: %d heads of %d do not make d_model %d", enc, s.H, s.DHead, s.DModel)
-	}
-	return nil
-}
-
-// xlHeadTable splits a position table t [n, H*dh] into heads: [H, n, dh],
-// head h taking columns h*dh:(h+1)*dh.
-func xlHeadTable(t *G.Node, n, h, dh int) (*G.Node, error) {
-	t, err := graph.Reshape(t, n, h, dh)
-	if err != nil {
-		return nil, err
-	}
-	return G.Transpose(t, 1, 0, 2)
-}
-
-// xlRelScores returns m[b, h, i, r] = x[b, h, i, :]·tab[h, r, :] for
-// x [B, H, T, dh] and tab [H, R, dh]: [B, H, T, R], one batched matmul over
-// heads.
-func xlRelScores(x, tab *G.Node, b, h, t, dh, r int) (*G.Node, error) {
-	return graph.RelScores(x, tab) // [B, H, T, R], no transposes
 }

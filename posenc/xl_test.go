@@ -271,3 +271,25 @@ func TestXLGrad(t *testing.T) {
 	// one also requires the parameters to exist and not to be decayed.
 	checkLMGrad(t, "xl", o, true, 2, want...)
 }
+
+// TestXLUntieR gradient-checks the LM with per-layer u and v (untie_r),
+// causal and bidirectional, and checks the parameter names: per layer when
+// untied, the shared xl_u and xl_v (and no per-layer ones) by default.
+func TestXLUntieR(t *testing.T) {
+	o := posenc.Options{XLUntieR: true}
+	want := []string{"block0/attn/xl_u", "block0/attn/xl_v", "block1/attn/xl_u", "block1/attn/xl_v", "block0/attn/xl_wr", "block1/attn/xl_wr"}
+	checkLMGrad(t, "xl", o, true, 2, want...)
+	checkLMGrad(t, "xl", o, false, 0, want...)
+	for _, c := range []struct {
+		untie     bool
+		has, lack string
+	}{{true, "block1/attn/xl_u", "xl_u"}, {false, "xl_u", "block0/attn/xl_u"}} {
+		w := weightsFor(t, "xl", posenc.Options{XLUntieR: c.untie}, true, 4, 1)
+		if _, ok := w[c.has]; !ok {
+			t.Errorf("untie_r %v: no parameter %s", c.untie, c.has)
+		}
+		if _, ok := w[c.lack]; ok {
+			t.Errorf("untie_r %v: unexpected parameter %s", c.untie, c.lack)
+		}
+	}
+}

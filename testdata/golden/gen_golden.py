@@ -92,6 +92,10 @@ xl (Dai et al. 2019)
         s[i,j]    = ((q_i + u_h) . k_j + (q_i + v_h) . P_h[dist[i,j]]) / sqrt(dh)
     computed directly by gathering on the distance matrix (no rel-shift trick). q is the
     projected query including bq.
+xl-untied
+    The xl case with Transformer-XL's ``untie_r`` (metadata untie_r=true; Hugging Face's
+    TransfoXL default): u and v per layer, ``block{i}/attn/xl_u`` and ``block{i}/attn/xl_v``
+    [H, dh], instead of the shared ``xl_u``, ``xl_v``; the formula is unchanged.
 deberta (He et al. 2021; DeBERTa-v2/v3 as in HF ``modeling_deberta_v2``)
     One table ``deberta_rel`` [2*span, d] shared by all layers, span = bucket_size; no
     LayerNorm on the table (HF's norm_rel_ebd is not modelled), no absolute position input.
@@ -193,6 +197,7 @@ CASES = [
     ("t5-bidir", dict(pos="t5", num_buckets=8, max_distance=16, causal=False)),
     ("t5-alpha", dict(pos="t5-alpha", num_buckets=8, max_distance=16, alpha=0.1)),
     ("xl", dict(pos="xl", base=10000)),
+    ("xl-untied", dict(pos="xl", base=10000, untie_r=True)),
     ("deberta", dict(pos="deberta", bucket_size=4, max_position=16)),
     # Several log buckets and the clamp of the index (|rel| >= max_position), in both
     # directions (bidirectional attention), T = 16.
@@ -438,18 +443,34 @@ def xl_r(dist, d, base):
 
 
 class XL(Encoding):
+    def untied(self):
+        return bool(self.cfg.get("untie_r", False))
+
+    def uv_names(self, i):
+        """Names of u and v in layer i: per layer with untie_r, shared otherwise."""
+        if self.untied():
+            return f"block{i}/attn/xl_u", f"block{i}/attn/xl_v"
+        return "xl_u", "xl_v"
+
     def global_params(self):
+        if self.untied():
+            return []
         return [("xl_u", [self.H, self.dh], "table"), ("xl_v", [self.H, self.dh], "table")]
 
     def layer_params(self, i):
-        return [(f"block{i}/attn/xl_wr", [self.d, self.d], "weight")]
+        ps = [(f"block{i}/attn/xl_wr", [self.d, self.d], "weight")]
+        if self.untied():
+            un, vn = self.uv_names(i)
+            ps += [(un, [self.H, self.dh], "table"), (vn, [self.H, self.dh], "table")]
+        return ps
 
     def scores(self, P, layer, q, k, qpos, kpos):
         dist = qpos[:, None] - kpos[None, :]
         R = xl_r(dist, self.d, self.cfg["base"])                          # [Tq, Tk, d]
         Pm = (R @ P[f"block{layer}/attn/xl_wr"]).reshape(len(qpos), len(kpos), self.H, self.dh)
-        u = P["xl_u"][None, :, None, :]
-        v = P["xl_v"][None, :, None, :]
+        un, vn = self.uv_names(layer)
+        u = P[un][None, :, None, :]
+        v = P[vn][None, :, None, :]
         ac = (q + u) @ k.transpose(-1, -2)
         bd = torch.einsum("bhic,ijhc->bhij", q + v, Pm)
         return (ac + bd) / math.sqrt(self.dh)
@@ -459,7 +480,10 @@ class XL(Encoding):
         return {"aux/dist": dist, "aux/R": xl_r(dist, self.d, self.cfg["base"])}
 
     def meta(self):
-        return {"base": self.cfg["base"]}
+        m = {"base": self.cfg["base"]}
+        if self.untied():
+            m["untie_r"] = True
+        return m
 
 
 class DeBERTa(Encoding):
@@ -834,7 +858,9 @@ def bf_attention(cfg, P, layer, q, k, v, qpos, kpos, causal):
                         freqs = [1.0 / cfg["base"] ** (c / d) for c in range(0, d, 2)]
                         R = [math.sin(dist * f) for f in freqs] + [math.cos(dist * f) for f in freqs]
                         Ph = row_matmul(R, L[a + "xl_wr"], cols)
-                        u, vv = L["xl_u"][h], L["xl_v"][h]
+                        un, vn = ((a + "xl_u", a + "xl_v") if cfg.get("untie_r")
+                                  else ("xl_u", "xl_v"))
+                        u, vv = L[un][h], L[vn][h]
                         s = (dot([x + y for x, y in zip(qi, u)], kj)
                              + dot([x + y for x, y in zip(qi, vv)], Ph)) / math.sqrt(dh)
                     elif pos == "deberta":
@@ -934,7 +960,8 @@ def self_check():
                 dict(pos="rope", pairing="interleaved", rotary_fraction=1.0, base=10000),
                 dict(pos="rope", pairing="half", rotary_fraction=0.5, base=10000),
                 dict(pos="rope", pairing="interleaved", rotary_fraction=0.5, base=10000),
-                dict(pos="alibi"), dict(pos="alibi", heads=3, d=9)]
+                dict(pos="alibi"), dict(pos="alibi", heads=3, d=9),
+                dict(pos="xl", base=10000, untie_r=True)]
     geoms = [(4, 4, 0, 0), (3, 21, 17, 0), (5, 5, 3, 3)]   # (Tq, Tk, q_start, k_start)
     n_checked = 0
     for vi, var in enumerate(variants):

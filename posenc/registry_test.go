@@ -1,0 +1,64 @@
+package posenc_test
+
+import (
+	"reflect"
+	"sort"
+	"testing"
+
+	"github.com/rpe-go/rpe/posenc"
+)
+
+// TestRegistered checks the registry metadata: every name of Names() (the
+// names TestEveryEncoding runs the shared checks on) has exactly one Info,
+// in the documented table order, with a valid kind; EvalOnly variants name
+// a registered, trainable base; Trainable is the non-EvalOnly names in
+// order; and Learnable agrees with whether the encoding creates parameters.
+func TestRegistered(t *testing.T) {
+	reg := posenc.Registered()
+	var names []string
+	for _, i := range reg {
+		names = append(names, i.Name)
+	}
+	wantOrder := []string{"none", "sinusoidal", "learned", "shaw", "shaw-scalar", "t5", "xl", "deberta", "rope", "alibi",
+		"rope-pi", "rope-ntk", "rope-dynamic", "rope-yarn"}
+	if !reflect.DeepEqual(names, wantOrder) {
+		t.Fatalf("Registered order %v, want %v", names, wantOrder)
+	}
+	sorted := append([]string(nil), names...)
+	sort.Strings(sorted)
+	if !reflect.DeepEqual(sorted, posenc.Names()) {
+		t.Fatalf("Registered names %v differ from Names() %v (the harness's list)", sorted, posenc.Names())
+	}
+	kinds := map[string]bool{posenc.KindNone: true, posenc.KindAbsolute: true, posenc.KindRelative: true, posenc.KindRotary: true}
+	var trainable []string
+	for _, i := range reg {
+		if !kinds[i.Kind] {
+			t.Errorf("%s: kind %q", i.Name, i.Kind)
+		}
+		if got, ok := posenc.InfoOf(i.Name); !ok || got != i {
+			t.Errorf("InfoOf(%s) = %+v, %v", i.Name, got, ok)
+		}
+		if i.EvalOnly {
+			b, ok := posenc.InfoOf(i.Base)
+			if !ok || b.EvalOnly || b.Kind != i.Kind {
+				t.Errorf("%s: EvalOnly with base %q (%+v)", i.Name, i.Base, b)
+			}
+		} else {
+			trainable = append(trainable, i.Name)
+			if i.Base != "" {
+				t.Errorf("%s: base %q without EvalOnly", i.Name, i.Base)
+			}
+		}
+		// Learnable <=> the tiny LM has parameters beyond the 2-layer model's
+		w := weightsFor(t, i.Name, posenc.Options{}, true, 4, 1)
+		if got := len(w) > 4+2*(2+8+2+4); got != i.Learnable {
+			t.Errorf("%s: Learnable %v, but the model has %d parameters", i.Name, i.Learnable, len(w))
+		}
+	}
+	if got := posenc.Trainable(); !reflect.DeepEqual(got, trainable) {
+		t.Fatalf("Trainable() = %v, want %v", got, trainable)
+	}
+	if _, ok := posenc.InfoOf("rotary"); ok {
+		t.Fatal("InfoOf of an unknown name")
+	}
+}
