@@ -12,8 +12,8 @@ import (
 	"github.com/rpe-go/rpe/experiments/trainer"
 	"github.com/rpe-go/rpe/graph"
 	"github.com/rpe-go/rpe/internal/fields"
-	"github.com/rpe-go/rpe/internal/posnames"
 	"github.com/rpe-go/rpe/layers"
+	"github.com/rpe-go/rpe/posenc"
 )
 
 // Encodings is the default list of position encodings benchmarked: every
@@ -22,9 +22,8 @@ import (
 var Encodings = trainable()
 
 // trainable returns the trained encodings of posenc in table order, as the
-// extrapolation study's list does. When posenc.Trainable lands, this becomes
-// `return posenc.Trainable()`.
-func trainable() []string { return posnames.Trainable() }
+// extrapolation study's list does.
+func trainable() []string { return posenc.Trainable() }
 
 // Shape is the model and batch geometry shared by both sides, and the Go
 // side's whole configuration.

@@ -10,7 +10,6 @@ import (
 
 	"github.com/rpe-go/rpe/experiments/trainer"
 	"github.com/rpe-go/rpe/internal/fields"
-	"github.com/rpe-go/rpe/internal/posnames"
 	"github.com/rpe-go/rpe/posenc"
 )
 
@@ -38,8 +37,7 @@ var RopeScalings = []string{posenc.RopePI, posenc.RopeNTK, posenc.RopeDynamic, p
 var TrainableEncodings = trainable()
 
 // trainable returns the trained encodings of posenc in table order.
-// When posenc.Trainable lands, this becomes `return posenc.Trainable()`.
-func trainable() []string { return posnames.Trainable() }
+func trainable() []string { return posenc.Trainable() }
 
 // Plan is a length-extrapolation study: one model per (encoding, seed),
 // trained with Base, each evaluated at Le = f·L for every factor f with both

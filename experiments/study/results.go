@@ -129,11 +129,7 @@ func posOptionNames() []string {
 // its encoding m.Pos reads (all of them for an encoding posOptionsRead does
 // not know), formatted as fields.Field.String.
 func resolvedPosOptions(m layers.Config) map[string]string {
-	// resolve: becomes o := m.PosOpts.Resolve(m.DModel) once posenc has it.
-	o := m.PosOpts.Defaults()
-	if o.SinusoidalScale == 0 && m.DModel > 0 {
-		o.SinusoidalScale = 1 / math.Sqrt(float64(m.DModel))
-	}
+	o := m.PosOpts.Resolve(m.DModel)
 	fs, err := fields.Walk(&o)
 	if err != nil {
 		return nil

@@ -123,7 +123,8 @@ func TestCheckpointMismatch(t *testing.T) {
 	other := cfg
 	other.Model.DModel, other.Model.FFN = 32, 64
 	err := newTiny(t, other).Load(path)
-	wantErr(t, err, "ck.safetensors", "checkpoint was trained with d-model=16, ffn=32; this run asks for d-model=32, ffn=64")
+	// The resolved sinusoidal scale, 1/sqrt(d-model), follows d-model.
+	wantErr(t, err, "ck.safetensors", "checkpoint was trained with d-model=16, ffn=32, sinusoidal-scale=0.25; this run asks for d-model=32, ffn=64, sinusoidal-scale=0.1767")
 
 	other = cfg
 	other.Model.Pos = "sinusoidal"

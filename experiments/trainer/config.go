@@ -201,12 +201,7 @@ func (c *Config) decode(b []byte, strict bool) error {
 // defaults), so that a checkpoint or a summary records what actually ran.
 // A resolved configuration trains exactly like the original.
 func (c Config) Resolved() Config {
-	if c.Model.Pos == "" {
-		c.Model.Pos = "none"
-	}
-	// resolve: swap for c.Model.PosOpts.Resolve(c.Model.DModel) when posenc
-	// has it (SinusoidalScale 0 still means 1/sqrt(d_model) here).
-	c.Model.PosOpts = c.Model.PosOpts.Defaults()
+	c.Model = c.Model.Resolved()
 	return c
 }
 
