@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -548,7 +549,7 @@ func (r *runner) train(ctx context.Context, tag string, m ModelJob, st *trainSta
 			if n := len(st.LastLosses); n > 10 {
 				st.LastLosses = append([]float64(nil), st.LastLosses[n-10:]...)
 			}
-			r.describe(fmt.Sprintf("%s train %d/%d loss %.3f %.0f tok/s", tag, res.Step, m.Cfg.Steps, res.Loss,
+			r.describe(fmt.Sprintf("%s train %d/%d loss %.3f bits/byte %.0f tok/s", tag, res.Step, m.Cfg.Steps, res.Loss/math.Ln2,
 				float64(st.TimedSteps)*tokens/st.TrainSeconds))
 			r.add(units)
 		},
@@ -567,7 +568,7 @@ func (r *runner) train(ctx context.Context, tag string, m ModelJob, st *trainSta
 			return nil, err
 		}
 	}
-	r.logf("%s trained: %d updates, loss %.4f, %.0f ms/update, %.0f tokens/s\n", tag, sum.Steps, mean(st.LastLosses),
+	r.logf("%s trained: %d updates, train loss %.4f bits/byte, %.0f ms/update, %.0f tokens/s\n", tag, sum.Steps, mean(st.LastLosses)/math.Ln2,
 		1000*st.TrainSeconds/float64(max(st.TimedSteps, 1)), float64(st.TimedSteps)*tokens/max(st.TrainSeconds, 1e-9))
 	return st, nil
 }
