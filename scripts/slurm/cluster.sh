@@ -52,7 +52,7 @@ MARKER="$DIR/.rpe-slurm"
 log() { printf 'cluster.sh: %s\n' "$*" >&2; }
 
 usage() {
-	sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -68,6 +68,17 @@ node_name() {
 	fi
 }
 NODE="$(node_name)"
+
+for v in CTLD_PORT SLURMD_PORT; do
+	if [[ ! "${!v}" =~ ^[1-9][0-9]{0,4}$ ]] || ((${!v} > 65535)); then
+		log "RPE_SLURM_$v=${!v}: not a port number (1-65535)"
+		exit 2
+	fi
+done
+if [[ ! "$UP_TIMEOUT" =~ ^[1-9][0-9]*$ ]]; then
+	log "RPE_SLURM_UP_TIMEOUT=$UP_TIMEOUT: not a positive number of seconds"
+	exit 2
+fi
 
 have_slurm() {
 	local c
@@ -104,13 +115,17 @@ install() {
 	have_slurm || { log "slurm-wlm and munge installed but their commands are missing"; exit 3; }
 }
 
-# alive PID COMM: the process PID exists and its command name starts with COMM
-# (so that a PID reused by another program is never signalled).
+# alive PID COMM: the process PID exists, is not a zombie, and its command
+# name starts with COMM (so that a PID reused by another program is never
+# signalled).
 alive() {
-	local pid="$1" comm="$2" c
+	local pid="$1" comm="$2" c stat f
 	[[ "$pid" =~ ^[0-9]+$ ]] || return 1
-	c="$(cat "/proc/$pid/comm" 2>/dev/null)" || return 1
-	[[ "$c" == "$comm"* ]]
+	read -r c 2>/dev/null <"/proc/$pid/comm" || return 1
+	[[ "$c" == "$comm"* ]] || return 1
+	read -r stat 2>/dev/null <"/proc/$pid/stat" || return 1
+	read -ra f <<<"${stat##*) }"
+	[[ "${f[0]}" != Z && "${f[0]}" != X ]]
 }
 
 pid_of() { cat "$DIR/run/$1.pid" 2>/dev/null; }
@@ -134,23 +149,21 @@ stop_pid() {
 # environment holds SLURM_CONF=$CONF, inherited from our slurmd) and of all
 # their descendants.
 steps() {
-	local p roots=() want
-	want="SLURM_CONF=$CONF"
+	local p c roots=() want="SLURM_CONF=$CONF"
 	for p in /proc/[0-9]*; do
-		p="${p#/proc/}"
-		[[ "$(cat "/proc/$p/comm" 2>/dev/null)" == slurmstepd ]] || continue
-		tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qxF "$want" && roots+=("$p")
+		read -r c 2>/dev/null <"$p/comm" || continue
+		[[ "$c" == slurmstepd ]] || continue
+		tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qxF "$want" && roots+=("${p#/proc/}")
 	done
 	((${#roots[@]})) || return 0
-	# Descendants: walk the parent links of every process.
-	local -A parent=()
-	local stat rest
+	# Descendants: follow the parent links of every process.
+	local -A parent=() mine=()
+	local stat f
 	for p in /proc/[0-9]*; do
-		stat="$(cat "$p/stat" 2>/dev/null)" || continue
-		rest="${stat##*) }"
-		parent[${p#/proc/}]="$(cut -d' ' -f2 <<<"$rest")"
+		read -r stat 2>/dev/null <"$p/stat" || continue
+		read -ra f <<<"${stat##*) }" # state ppid ...
+		parent[${p#/proc/}]="${f[1]}"
 	done
-	local -A mine=()
 	for p in "${roots[@]}"; do mine[$p]=1; done
 	local changed=1
 	while ((changed)); do
@@ -184,14 +197,16 @@ down() {
 		return 1
 	fi
 	export SLURM_CONF="$CONF"
-	local ids i
+	local ids
 	if alive "$(pid_of slurmctld)" slurmctld; then
 		ids="$(timeout 10 squeue -h -o %A 2>/dev/null | sort -u)"
 		if [[ -n "$ids" ]]; then
 			log "down: cancelling jobs $(tr '\n' ' ' <<<"$ids")"
 			# shellcheck disable=SC2086
 			timeout 10 scancel $ids 2>/dev/null
-			for ((i = 0; i < 100; i++)); do
+			# The steps end through slurmd; without it they are killed below.
+			local deadline=$((SECONDS + 10))
+			while alive "$(pid_of slurmd)" slurmd && ((SECONDS < deadline)); do
 				[[ -z "$(timeout 5 squeue -h -o %A 2>/dev/null)" ]] && break
 				sleep 0.2
 			done
@@ -295,7 +310,7 @@ start() {
 fail_up() {
 	trap - EXIT INT TERM
 	log "up failed: $*"
-	log "logs: $DIR/log/ ($(ls "$DIR/log" 2>/dev/null | tr '\n' ' '))"
+	log "logs: $DIR/log/"
 	print_logs
 	down
 	exit 1
@@ -324,7 +339,7 @@ up() {
 
 	trap 'fail_up "interrupted or exited early"' EXIT
 	trap 'exit 1' INT TERM
-	mkdir -p "$DIR" && touch "$MARKER" || fail_up "cannot create $DIR"
+	{ mkdir -p "$DIR" && touch "$MARKER"; } || fail_up "cannot create $DIR"
 	chmod 0755 "$DIR"
 	mkdir -p "$DIR"/{etc,munge,state,spool,log,run} || fail_up "cannot create the directories under $DIR"
 	chmod 0700 "$DIR/state" "$DIR/spool"
@@ -341,7 +356,7 @@ up() {
 			dd if=/dev/urandom of="$key" bs=1024 count=1 2>/dev/null
 		fi
 	fi
-	chown root:root "$key" && chmod 0400 "$key" || fail_up "cannot set the owner and mode of $key"
+	{ chown root:root "$key" && chmod 0400 "$key"; } || fail_up "cannot set the owner and mode of $key"
 	start munged munged --foreground --force --socket="$SOCK" --key-file="$key" \
 		--pid-file="$DIR/munge/munged.pid" --seed-file="$DIR/munge/munged.seed" \
 		--log-file="$DIR/log/munged.log"

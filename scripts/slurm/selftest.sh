@@ -85,12 +85,13 @@ if "$cluster" status >/dev/null 2>&1; then
 else
 	preexisting=0
 	started=1
-	envline="$("$cluster" up)"
+	"$cluster" up >/dev/null 2>"$work/up.err"
 	rc=$?
+	cat "$work/up.err" >&2
 	if ((rc == 3)); then
 		started=0
 		status=0
-		echo "SKIP: Slurm cannot run on this machine (cluster.sh up exited 3; see its message above)"
+		echo "SKIP: Slurm cannot run on this machine: $(grep '^cluster.sh:' "$work/up.err" | tail -n 1 | sed 's/^cluster.sh: //')"
 		exit 0
 	fi
 	((rc == 0)) || fail "cluster.sh up exited $rc"
@@ -184,17 +185,20 @@ if ((kill_slurmd)); then
 	pid="$(cat "$dir/run/slurmd.pid")"
 	log "3. killing slurmd ($pid) with 1+ tasks running"
 	kill -KILL "$pid"
+	kill -TERM "$sub" 2>/dev/null # it cancels the array, but slurmd cannot stop the tasks
+	wait "$sub"
+	log "3. submit.sh exited $? (SIGTERM)"
 	started=0
 	"$cluster" down || fail "cluster.sh down exited $?"
-	kill -TERM "$sub" 2>/dev/null
-	wait "$sub"
-	log "3. submit.sh exited $? after down"
 	[[ -e "$dir" ]] && fail "$dir is left after down"
 	left=""
 	for p in /proc/[0-9]*; do
-		tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qxF "SLURM_CONF=$SLURM_CONF" || continue
-		c="$(cat "$p/comm" 2>/dev/null)"
-		[[ "$c" == slurm* || "$c" == munged || "$c" == sleep || "$c" == fake-study ]] && left+=" ${p#/proc/}($c)"
+		tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qxF "SLURM_CONF=$SLURM_CONF" || continue
+		read -r c 2>/dev/null <"$p/comm" || continue
+		args="$(tr '\0' ' ' 2>/dev/null <"$p/cmdline")"
+		if [[ "$c" == slurm* || "$c" == munged || "$c" == sleep || "$args" == *slurm_script* || "$args" == *fake-study* ]]; then
+			left+=" ${p#/proc/}($c)"
+		fi
 	done
 	[[ -z "$left" ]] || fail "processes left after down:$left"
 	log "3. kill slurmd, down: ok ($((SECONDS - t0)) s)"

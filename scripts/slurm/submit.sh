@@ -147,6 +147,10 @@ else
 	last=""
 	errs=0
 	while :; do
+		if [[ -n "${SLURM_CONF:-}" && ! -f "$SLURM_CONF" ]]; then
+			log "SLURM_CONF=$SLURM_CONF is gone (cluster stopped?)"
+			exit 1
+		fi
 		if q="$(squeue -h -j "$jobid" -o %T 2>&1)"; then
 			errs=0
 		elif grep -qi 'invalid job id' <<<"$q"; then
