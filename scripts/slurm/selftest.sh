@@ -71,7 +71,7 @@ cleanup() {
 	exit "$status"
 }
 trap cleanup EXIT
-trap 'exit 1' INT TERM
+trap 'log "interrupted"; exit 1' INT TERM
 
 fail() {
 	log "FAIL: $*"
