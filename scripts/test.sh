@@ -6,7 +6,10 @@
 #      it), gonum's pure-Go BLAS otherwise), again with RPE_BLAS=gonum (the
 #      fallback path, with the AVX2 kernels) and with -tags purego (no C at
 #      all);
-#   3. the notebooks: installs what they need (scripts/setup-notebooks.sh:
+#   3. Slurm: scripts/slurm/selftest.sh (the cluster scripts) and
+#      scripts/slurm/study-test.sh (the quick preset as a job array on a
+#      one-node cluster equals a single-process run); SKIP_SLURM=1 skips;
+#   4. the notebooks: installs what they need (scripts/setup-notebooks.sh:
 #      Debian's Jupyter, GoNB and goimports at pinned versions; idempotent,
 #      needs root for apt) and executes every notebook headless
 #      (scripts/run-notebooks.sh).
@@ -45,6 +48,16 @@ echo "== go test with RPE_BLAS=gonum (pure-Go BLAS, AVX2 kernels)"
 RPE_BLAS=gonum go test -count=1 -timeout 20m ./graph ./layers ./posenc ./experiments/trainer
 echo "== go test -tags purego (no C)"
 go test -count=1 -timeout 30m -tags purego ./...
+
+echo "== Slurm: a one-node cluster on this machine (installs slurm-wlm and munge; root)"
+# The scripts print "SKIP: <reason>" and pass where Slurm cannot run (not
+# root, or not installable); SKIP_SLURM=1 skips them here.
+if [ "${SKIP_SLURM:-0}" = 1 ]; then
+	echo "SKIP: SKIP_SLURM=1"
+else
+	bash scripts/slurm/selftest.sh
+	bash scripts/slurm/study-test.sh
+fi
 
 if [ "${SKIP_NOTEBOOKS:-0}" = 1 ]; then
 	echo "== notebooks skipped (SKIP_NOTEBOOKS=1)"

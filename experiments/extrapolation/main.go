@@ -22,7 +22,8 @@
 // them (one line each: number, model), -job N runs job N only (train and
 // evaluate that model into the output directory, no rendering), and -render
 // merges whatever jobs have finished. scripts/slurm/ runs them as a Slurm job
-// array; without -job, one process runs them all and renders.
+// array; without -job, one process runs them all and renders. -compare DIR
+// checks that two output directories hold the same rows (timings aside).
 //
 // An interrupted study (Ctrl-C saves the current checkpoint) resumes where
 // it stopped when run again; a finished one only re-renders. Two processes
@@ -106,6 +107,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	render := fs.Bool("render", false, "only rewrite the tables and plots from the saved results")
 	listJobs := fs.Bool("jobs", false, "list the study's independent jobs, one line each (number, model), and exit")
 	job := fs.Int("job", -1, "run only job N of -jobs (its training and evaluations; no rendering) and exit")
+	compare := fs.String("compare", "", "compare the rendered results of -out with those of this directory, ignoring timings and memory, and exit (status 1 if they differ)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -114,6 +116,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() > 0 {
 		return usage(fmt.Errorf("unexpected arguments %q", fs.Args()))
+	}
+	if *compare != "" {
+		return compareDirs(*out, *compare, stdout, stderr)
 	}
 	if plan.Base, err = cf.Resolve(); err != nil {
 		return usage(err)
@@ -219,4 +224,34 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// compareDirs compares the results of two output directories (see
+// study.Compare): exit status 0 if they agree, 1 if they differ, 2 if one
+// cannot be read.
+func compareDirs(a, b string, stdout, stderr io.Writer) int {
+	if a == "" {
+		fmt.Fprintln(stderr, "extrapolation: -compare needs -out, the other directory")
+		return 2
+	}
+	fa, err := study.LoadResults(a)
+	if err != nil {
+		fmt.Fprintln(stderr, "extrapolation:", err)
+		return 2
+	}
+	fb, err := study.LoadResults(b)
+	if err != nil {
+		fmt.Fprintln(stderr, "extrapolation:", err)
+		return 2
+	}
+	d := study.Compare(fa, fb)
+	for _, line := range d {
+		fmt.Fprintln(stdout, line)
+	}
+	if len(d) > 0 {
+		fmt.Fprintf(stdout, "%s and %s differ in %d places (timings and memory ignored)\n", a, b, len(d))
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s and %s agree: %d rows, every field but timings and memory equal\n", a, b, len(fa.Rows))
+	return 0
 }

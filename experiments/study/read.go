@@ -1,9 +1,12 @@
 package study
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/pkg/errors"
@@ -138,4 +141,72 @@ func (f *File) Table(protocol string) string {
 	}
 	b.WriteString(seedNote(len(seeds)) + "\n")
 	return b.String()
+}
+
+// RunDependent lists the row fields (JSON names) that measure the run rather
+// than the model: timings, memory peaks, the build's revision. Compare
+// ignores them.
+var RunDependent = []string{"eval_ms_per_token", "train_ms_per_step", "train_tokens_per_sec", "peak_heap_mb",
+	"peak_rss_mb", "rss_source", "git_rev", "git_dirty", "preset"}
+
+// Compare returns the differences between the rows of two studies of the
+// same plan (for example a single-process run and a cluster run): rows
+// present in one only, and every field outside RunDependent that differs,
+// as "encoding/model/Le/protocol: field a != b". No differences: nil.
+func Compare(a, b *File) []string {
+	key := func(r Row) string {
+		return fmt.Sprintf("%s/%s/%d/%s", r.Encoding, r.Model, r.EvalLen, r.Protocol)
+	}
+	fieldsOf := func(r Row) map[string]any {
+		var m map[string]any
+		raw, _ := json.Marshal(r)
+		_ = json.Unmarshal(raw, &m)
+		for _, k := range RunDependent {
+			delete(m, k)
+		}
+		return m
+	}
+	index := func(f *File) (map[string]Row, []string) {
+		rows, keys := map[string]Row{}, []string(nil)
+		for _, r := range f.Rows {
+			k := key(r)
+			if _, dup := rows[k]; !dup {
+				keys = append(keys, k)
+			}
+			rows[k] = r
+		}
+		return rows, keys
+	}
+	ra, ka := index(a)
+	rb, kb := index(b)
+	var out []string
+	for _, k := range ka {
+		rowB, ok := rb[k]
+		if !ok {
+			out = append(out, k+": only in the first")
+			continue
+		}
+		fa, fb := fieldsOf(ra[k]), fieldsOf(rowB)
+		names := make([]string, 0, len(fa)+len(fb))
+		for n := range fa {
+			names = append(names, n)
+		}
+		for n := range fb {
+			if _, ok := fa[n]; !ok {
+				names = append(names, n)
+			}
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			if !reflect.DeepEqual(fa[n], fb[n]) {
+				out = append(out, fmt.Sprintf("%s: %s %v != %v", k, n, fa[n], fb[n]))
+			}
+		}
+	}
+	for _, k := range kb {
+		if _, ok := ra[k]; !ok {
+			out = append(out, k+": only in the second")
+		}
+	}
+	return out
 }

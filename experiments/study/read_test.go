@@ -3,6 +3,7 @@ package study
 import (
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -67,5 +68,25 @@ func TestLoadResults(t *testing.T) {
 		if !strings.Contains(tab, s) {
 			t.Errorf("table lacks %q:\n%s", s, tab)
 		}
+	}
+}
+
+func TestCompare(t *testing.T) {
+	rows := []Row{
+		{Encoding: "alibi", Model: "alibi-seed1", EvalLen: 64, Protocol: ProtocolAll, BitsPerByte: 2.2, Tokens: 10, EvalMsPerToken: 1, GitRev: "a"},
+		{Encoding: "alibi", Model: "alibi-seed1", EvalLen: 128, Protocol: ProtocolAll, BitsPerByte: 2.1, Tokens: 10},
+	}
+	a := &File{Rows: rows}
+	b := &File{Rows: append([]Row(nil), rows...)}
+	b.Rows[0].EvalMsPerToken, b.Rows[0].GitRev, b.Rows[0].Preset = 9, "b", "x-custom" // run-dependent
+	if d := Compare(a, b); d != nil {
+		t.Fatalf("run-dependent fields differ only, got %q", d)
+	}
+	b.Rows[1].BitsPerByte = 2.1000000001
+	b.Rows = append(b.Rows, Row{Encoding: "rope", Model: "rope-seed1", EvalLen: 64, Protocol: ProtocolAll})
+	d := Compare(a, b)
+	want := []string{"alibi/alibi-seed1/128/all: bits_per_byte 2.1 != 2.1000000001", "rope/rope-seed1/64/all: only in the second"}
+	if !slices.Equal(d, want) {
+		t.Fatalf("Compare = %q, want %q", d, want)
 	}
 }
