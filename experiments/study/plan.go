@@ -406,6 +406,9 @@ func (p Plan) Validate(c *trainer.Corpus) error {
 		if err := m.Cfg.Validate(); err != nil {
 			return errors.WithMessagef(err, "plan: %s", m.Key())
 		}
+		if err := trainer.CheckMemory(m.Cfg, 0); err != nil {
+			return errors.WithMessagef(err, "plan: %s", m.Key())
+		}
 		for _, j := range p.EvalJobs(m) {
 			for _, f := range j.Factors {
 				cfg := p.EvalModel(j, f*p.Base.SeqLen)

@@ -254,3 +254,12 @@ func TestVariantJobs(t *testing.T) {
 		t.Error("learned@max-len=32 does not reach the evaluation")
 	}
 }
+
+// TestPlanTooLarge checks that a study whose models cannot fit in memory is
+// refused before anything is trained, naming the model and the estimate.
+func TestPlanTooLarge(t *testing.T) {
+	p := tinyPlan("none")
+	p.Base.Batch = 1 << 30
+	err := p.Validate(tinyCorpus(t))
+	wantErr(t, err, "plan: none-seed1", "more than the", "available")
+}
