@@ -97,8 +97,7 @@ func PresetNames() []string { return []string{"quick", "full"} }
 //     of batch 32, the evaluation capped at 16 windows of 8L (8192 targets
 //     per length), and the four RoPE scalings. It is sized for 640 ms per
 //     reference update (batch 32), about 6 minutes in all; on the 2-core
-//     development machine it took 52 s with OpenBLAS and 2 min 40 s with
-//     gonum's pure-Go BLAS;
+//     development machine with OpenBLAS it took 55 s (README);
 //   - "full" is the reference study: every trainable encoding of posenc and
 //     the variants FullVariants, the reference training of
 //     trainer.DefaultConfig (2000 updates of batch 32 x 64), seeds 1, 2 and
