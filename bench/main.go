@@ -23,6 +23,13 @@
 //
 // The PyTorch side is bench/torch_bench.py run by Debian's /usr/bin/python3
 // (python3-torch 1.13); -python names another interpreter, -go-only skips it.
+//
+// Every option of the training configuration is a flag, as for the train
+// command (-batch, -seq-len, -d-model, -heads, -layers, -t5-max-distance,
+// ...; -config reads a JSON configuration); -pos takes a comma-separated
+// list, -steps is the number of timed steps and -warmup-steps the untimed
+// ones before them. The PyTorch side implements the reference options only:
+// other position or model options are refused unless -go-only.
 package main
 
 import (
