@@ -28,7 +28,7 @@ var flagHelp = map[string]string{
 	"pos":     "position encoding: " + strings.Join(posenc.Names(), ", "),
 	"max-len": "rows of the learned absolute table (train: seq-len unless given)", "pos-init-std": "init std of learnable position tables",
 	"alpha": "learnable scalar on learnable biases", "sinusoidal-scale": "scale of the sinusoidal table (0: 1/sqrt(d-model))",
-	"shaw-k": "Shaw clipping distance K", "t5-buckets": "T5 buckets", "t5-max-distance": "where T5's log buckets end",
+	"shaw-k": "Shaw clipping distance K", "xl-untie-r": "Transformer-XL: per-layer u and v (untie_r) instead of shared", "t5-buckets": "T5 buckets", "t5-max-distance": "where T5's log buckets end",
 	"deberta-buckets": "DeBERTa bucket size", "deberta-max-position": "where DeBERTa's log buckets end",
 	"rope-base": "RoPE base", "rope-pairing": "RoPE pairing: half or interleaved", "rope-fraction": "fraction of head dims RoPE rotates",
 	"rope-scale": "RoPE context-extension factor (rope-pi, rope-ntk, rope-yarn)", "rope-train-len": "training length rope-dynamic and rope-yarn refer to",
@@ -250,6 +250,13 @@ func (cf *ConfigFlags) printFlag(w io.Writer, name string) {
 	def := ""
 	if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
 		def = fmt.Sprintf(" (default %s)", f.DefValue)
+	} else if f.DefValue == "0" || f.DefValue == "" {
+		// A zero position option stands for its default: show what it
+		// resolves to at this configuration's width.
+		res := cf.cfg.Model.PosOpts.Resolve(cf.cfg.Model.DModel)
+		if fl, err := fields.Lookup(&res, name); err == nil && fl.String() != f.DefValue {
+			def = fmt.Sprintf(" (default %s)", fl.String())
+		}
 	}
 	fmt.Fprintf(w, "  -%-22s %s%s\n", name, f.Usage, def)
 }
