@@ -26,9 +26,6 @@
 # is already running in RPE_SLURM_DIR, the test uses it and leaves it running.
 set -uo pipefail
 
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-cluster="$here/cluster.sh"
-submit="$here/submit.sh"
 kill_slurmd=0
 case "${1:-}" in
 "") ;;
@@ -39,65 +36,11 @@ case "${1:-}" in
 	;;
 esac
 
-t0=$SECONDS
-log() { printf 'selftest: %s\n' "$*" >&2; }
-
-if [[ "$(id -u)" != 0 ]]; then
-	echo "SKIP: not root: a one-node Slurm test cluster needs root to start munged and slurmd"
-	exit 0
-fi
-
-work="$(mktemp -d /tmp/rpe-slurm-selftest.XXXXXX)"
-started=0
-status=1
-cleanup() {
-	trap - EXIT INT TERM
-	if ((status != 0)); then
-		log "FAILED; logs follow"
-		local f
-		for f in "${RPE_SLURM_DIR:-/tmp/rpe-slurm}"/log/*.log "$work"/out*/logs/*.log; do
-			[[ -f "$f" ]] || continue
-			printf '\n===== %s (last 30 lines) =====\n' "$f" >&2
-			tail -n 30 "$f" >&2
-		done
-	fi
-	if ((started)); then
-		"$cluster" down || status=1
-	fi
-	rm -rf "$work"
-	if ((status == 0)); then
-		log "PASS ($((SECONDS - t0)) s)"
-	fi
-	exit "$status"
-}
-trap cleanup EXIT
-trap 'log "interrupted"; exit 1' INT TERM
-
-fail() {
-	log "FAIL: $*"
-	exit 1
-}
-
-# Up.
-if "$cluster" status >/dev/null 2>&1; then
-	log "a cluster is already running; using it and leaving it running"
-	preexisting=1
-else
-	preexisting=0
-	started=1
-	"$cluster" up >/dev/null 2>"$work/up.err"
-	rc=$?
-	cat "$work/up.err" >&2
-	if ((rc == 3)); then
-		started=0
-		status=0
-		echo "SKIP: Slurm cannot run on this machine: $(grep '^cluster.sh:' "$work/up.err" | tail -n 1 | sed 's/^cluster.sh: //')"
-		exit 0
-	fi
-	((rc == 0)) || fail "cluster.sh up exited $rc"
-fi
-eval "$("$cluster" env)"
-log "cluster up after $((SECONDS - t0)) s"
+name=selftest
+logs='out*/logs/*.log'
+# shellcheck source=testlib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+cluster_up
 
 # The fake study: 4 jobs (0-3); -job N writes task-N.txt in $OUT with the
 # task ID, the start and end times; it skips a job whose file exists; a job

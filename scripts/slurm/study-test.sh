@@ -20,46 +20,12 @@
 # Environment: STEPS; RPE_SLURM_DIR and RPE_SLURM_*_PORT as for cluster.sh.
 set -uo pipefail
 
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+name=study-test
+logs='slurm/logs/*.log *.log'
+# shellcheck source=testlib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
 root="$(cd "$here/../.." && pwd)"
-cluster="$here/cluster.sh"
-submit="$here/submit.sh"
 steps="${STEPS:-5}"
-t0=$SECONDS
-log() { printf 'study-test: %s\n' "$*" >&2; }
-
-if [[ "$(id -u)" != 0 ]]; then
-	echo "SKIP: not root: a one-node Slurm test cluster needs root to start munged and slurmd"
-	exit 0
-fi
-
-work="$(mktemp -d /tmp/rpe-slurm-study.XXXXXX)"
-started=0
-status=1
-cleanup() {
-	trap - EXIT INT TERM
-	if ((status != 0)); then
-		log "FAILED; logs follow"
-		local f
-		for f in "${RPE_SLURM_DIR:-/tmp/rpe-slurm}"/log/*.log "$work"/slurm/logs/*.log "$work"/*.log; do
-			[[ -f "$f" ]] || continue
-			printf '\n===== %s (last 30 lines) =====\n' "$f" >&2
-			tail -n 30 "$f" >&2
-		done
-	fi
-	if ((started)); then
-		"$cluster" down || status=1
-	fi
-	rm -rf "$work"
-	((status == 0)) && log "PASS ($((SECONDS - t0)) s)"
-	exit "$status"
-}
-trap cleanup EXIT
-trap 'log "interrupted"; exit 1' INT TERM
-fail() {
-	log "FAIL: $*"
-	exit 1
-}
 
 cd "$root" || fail "no repository at $root"
 bin="$work/extrapolation"
@@ -69,18 +35,9 @@ args=(-preset quick -steps "$steps")
 log "single process: ${args[*]}"
 "$bin" "${args[@]}" -out "$work/single" >"$work/single.log" 2>&1 || fail "the single-process run failed (see single.log)"
 
-"$cluster" up >/dev/null 2>"$work/up.log"
-rc=$?
-if ((rc == 3)); then
-	status=0
-	echo "SKIP: Slurm cannot run on this machine: $(grep '^cluster.sh:' "$work/up.log" | tail -n 1 | sed 's/^cluster.sh: //')"
-	exit 0
-fi
-((rc == 0)) || fail "cluster.sh up exited $rc"
-started=1
-eval "$("$cluster" env)"
+cluster_up
 njobs=$("$bin" "${args[@]}" -jobs | wc -l)
-log "cluster up; submitting $njobs jobs as an array"
+log "submitting $njobs jobs as an array"
 
 "$submit" --timeout 900 "$work/slurm" "$bin" "${args[@]}" -out "$work/slurm" >"$work/submit.log" 2>&1 ||
 	fail "submit.sh failed (see submit.log)"
