@@ -87,6 +87,15 @@ func (a *Attention) Learnables() G.Nodes {
 // that is combined with the causal mask when the layer is causal; the causal
 // mask itself is built from span. Returns [B, Tq, d].
 func (a *Attention) Fwd(xq, xkv *G.Node, span posenc.Span, mask *G.Node) (*G.Node, error) {
+	return a.FwdPositions(xq, xkv, span, nil, mask)
+}
+
+// FwdPositions is Fwd with positions beyond a line: pos (nil for line
+// positions) is passed to the encoding's hooks in Site.Pos. It returns an
+// error naming the encoding and both kinds if the encoding does not serve
+// pos's kind (posenc.CheckKind), and one naming both sizes if pos does not
+// fit the inputs (posenc.Positions.Check).
+func (a *Attention) FwdPositions(xq, xkv *G.Node, span posenc.Span, pos *posenc.Positions, mask *G.Node) (*G.Node, error) {
 	name := a.Cfg.Name
 	if xkv == nil {
 		xkv = xq
@@ -99,8 +108,16 @@ func (a *Attention) Fwd(xq, xkv *G.Node, span posenc.Span, mask *G.Node) (*G.Nod
 	if span.TQ != tq || span.TK != tk {
 		return nil, errors.Errorf("attention %s: span has TQ=%d TK=%d, inputs have %d and %d", name, span.TQ, span.TK, tq, tk)
 	}
+	if a.Cfg.Pos != nil {
+		if err := posenc.CheckKind(a.Cfg.Pos, pos); err != nil {
+			return nil, errors.WithMessagef(err, "attention %s", name)
+		}
+	}
+	if err := pos.Check(b, tq, tk); err != nil {
+		return nil, errors.WithMessagef(err, "attention %s", name)
+	}
 	site := &posenc.Site{G: a.g, Params: a.p, Layer: a.Cfg.Layer, Prefix: name, B: b, H: h, DHead: dh, DModel: d,
-		Span: span, Causal: a.Cfg.Causal, Project: a.project}
+		Span: span, Pos: pos, Causal: a.Cfg.Causal, Project: a.project}
 
 	// Projections with the heads merged, [B, T, d]: head h is columns
 	// h*dh:(h+1)*dh. The fused attention ops address the heads in place;
@@ -144,7 +161,7 @@ func (a *Attention) Fwd(xq, xkv *G.Node, span posenc.Span, mask *G.Node) (*G.Nod
 		opts.Scale = s.Scale(dh)
 	}
 	if bi, ok := a.Cfg.Pos.(posenc.ScoreBiaser); ok {
-		if opts.Bias, err = bi.ScoreBias(site); err != nil { // [H|1, Tq, Tk]
+		if opts.Bias, err = bi.ScoreBias(site); err != nil { // [B|1, H|1, Tq, Tk] or [H|1, Tq, Tk]
 			return nil, err
 		}
 	}

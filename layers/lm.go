@@ -101,6 +101,12 @@ func NewBlock(g *G.ExprGraph, p *graph.Params, cfg Config, layer int, pos posenc
 // the keys accordingly (KStart = QStart - M, TK = M + T). mask is as in
 // Attention.Fwd.
 func (b *Block) Fwd(x, mem *G.Node, span posenc.Span, mask *G.Node) (*G.Node, error) {
+	return b.FwdPositions(x, mem, span, nil, mask)
+}
+
+// FwdPositions is Fwd with positions beyond a line (see
+// Attention.FwdPositions).
+func (b *Block) FwdPositions(x, mem *G.Node, span posenc.Span, pos *posenc.Positions, mask *G.Node) (*G.Node, error) {
 	d := x.Shape()[2]
 	h, err := b.LN1.Fwd(x) // [B, T, d]
 	if err != nil {
@@ -120,7 +126,7 @@ func (b *Block) Fwd(x, mem *G.Node, span posenc.Span, mask *G.Node) (*G.Node, er
 			return nil, errors.Wrapf(err, "%s: concat memory", b.Name)
 		}
 	}
-	a, err := b.Attn.Fwd(h, kv, span, mask) // [B, T, d]
+	a, err := b.Attn.FwdPositions(h, kv, span, pos, mask) // [B, T, d]
 	if err != nil {
 		return nil, err
 	}
@@ -171,6 +177,9 @@ func NewLM(g *G.ExprGraph, p *graph.Params, cfg Config) (*LM, error) {
 	pos, err := posenc.New(name, cfg.PosOpts)
 	if err != nil {
 		return nil, err
+	}
+	if err := posenc.CheckKind(pos, nil); err != nil {
+		return nil, errors.WithMessage(err, "lm")
 	}
 	m := &LM{Cfg: cfg, Pos: pos, g: g, p: p}
 	if m.Emb, err = NewEmbedding(g, p, "tok_emb", cfg.Vocab, cfg.DModel, cfg.InitStd); err != nil {
@@ -252,10 +261,18 @@ func (m *LM) FwdWith(ids *G.Node, o Options) (*G.Node, error) {
 		}
 	}
 	m.hidden = m.hidden[:0]
+	after, _ := m.Pos.(posenc.AfterBlocker)
 	for l, blk := range m.Blocks {
 		m.hidden = append(m.hidden, x)
 		if x, err = blk.Fwd(x, mem(l), span, o.Mask); err != nil {
 			return nil, err
+		}
+		if after != nil {
+			site := &posenc.Site{G: m.g, Params: m.p, Layer: l, Prefix: blk.Name, B: b, H: m.Cfg.Heads, DHead: d / m.Cfg.Heads,
+				DModel: d, Span: posenc.Span{QStart: o.Start, TQ: t, KStart: o.Start, TK: t}, Causal: m.Cfg.Causal}
+			if x, err = after.AfterBlock(site, x); err != nil { // [B, T, d]
+				return nil, err
+			}
 		}
 	}
 	flat, err := graph.Reshape(x, b*t, d) // [B*T, d]

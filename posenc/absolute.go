@@ -145,3 +145,7 @@ func (e *Learned) AddToInput(s *Site, x *G.Node) (*G.Node, error) {
 	}
 	return graph.BroadcastAdd(x, pe)
 }
+
+// Accepts implements PositionAccepter: with no hooks, None serves every
+// kind of positions.
+func (None) Accepts() []PosKind { return PosKinds }

@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -220,17 +221,282 @@ func checkAttentionShapes(t *testing.T, name string, o posenc.Options) {
 	}
 }
 
-// TestEveryEncoding runs the shared checks on every registered encoding.
+// harnessOptions are the small sizes the shared checks use: 1-D tables of
+// 16 positions, 2-D tables of a 3×4 grid (non-square, so that a row/column
+// mix-up shows).
+func harnessOptions() posenc.Options {
+	return posenc.Options{MaxLen: 16, ShawK: 2, T5Buckets: 8, T5MaxDistance: 16, DebertaBuckets: 4, DebertaMaxPosition: 16,
+		GridRows: 3, GridCols: 4, Rel2DBuckets: 2, Rel2DMaxDistance: 6}
+}
+
+// TestEveryEncoding runs the shared checks on every registered encoding:
+// the LM checks for those that serve line positions, the grid checks for
+// those that serve grid positions, the kind errors for all, and the tile
+// check for every TableBiaser.
 func TestEveryEncoding(t *testing.T) {
-	for _, name := range posenc.Names() {
-		name := name
+	for _, info := range posenc.Registered() {
+		name := info.Name
 		t.Run(name, func(t *testing.T) {
-			o := posenc.Options{MaxLen: 16, ShawK: 2, T5Buckets: 8, T5MaxDistance: 16, DebertaBuckets: 4, DebertaMaxPosition: 16}
-			checkCausal(t, name, o)
-			checkLMGrad(t, name, o, true, 0)
-			checkLMGrad(t, name, o, false, 3)
-			checkAttentionShapes(t, name, o)
+			o := harnessOptions()
+			if slices.Contains(info.Positions, posenc.PosLine) {
+				checkCausal(t, name, o)
+				checkLMGrad(t, name, o, true, 0)
+				checkLMGrad(t, name, o, false, 3)
+				checkAttentionShapes(t, name, o)
+			}
+			if slices.Contains(info.Positions, posenc.PosGrid) {
+				checkGridGrad(t, name, o, 3, 4)
+				checkGridAttention(t, name, o, 3, 4)
+			}
+			checkKindErrors(t, name, o, info.Positions)
+			checkTiles(t, name, o)
 		})
+	}
+}
+
+// tinyViT is a 2-block, 2-head, d=8 classifier of 2×2 single-channel
+// patches into 3 classes.
+func tinyViT(name string, o posenc.Options) layers.ViTConfig {
+	c := layers.DefaultViTConfig()
+	c.Encoder.DModel, c.Encoder.Heads, c.Encoder.Layers, c.Encoder.FFN, c.Encoder.InitStd = 8, 2, 2, 12, 0.5
+	c.Encoder.Pos, c.Encoder.PosOpts = name, o
+	c.Patch, c.Classes = 2, 3
+	return c
+}
+
+// checkGridGrad gradient-checks (float64, central differences) the
+// cross-entropy of the tiny ViT on a rows×cols patch grid w.r.t. every
+// learnable and the input patches.
+func checkGridGrad(t *testing.T, name string, o posenc.Options, rows, cols int) {
+	t.Helper()
+	rng := rand.New(rand.NewSource(17))
+	g := G.NewGraph()
+	p := graph.NewParams(tensor.Float64, 1)
+	m, err := layers.NewViT(g, p, tinyViT(name, o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const b = 2
+	pd := m.Cfg.PatchDim()
+	x := make([]float64, b*rows*cols*pd)
+	for i := range x {
+		x[i] = rng.NormFloat64()
+	}
+	in := G.NewTensor(g, tensor.Float64, 3, G.WithShape(b, rows*cols, pd), G.WithName("patches"),
+		G.WithValue(graph.FromFloat64s(tensor.Float64, tensor.Shape{b, rows * cols, pd}, x)))
+	logits, err := m.Fwd(in, rows, cols)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	loss, err := graph.CrossEntropy(logits, intNode(g, "targets", []int{b}, []int{0, 2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	randomizeParams(p, rng)
+	for _, n := range p.Names() {
+		if info, _ := p.Info(n); info.Decay && !strings.Contains(n, "/w") && !strings.HasSuffix(n, "_emb") {
+			t.Errorf("%s: parameter %q is weight-decayed", name, n)
+		}
+	}
+	wrt := append(G.Nodes{in}, m.Learnables()...)
+	if err := graph.GradCheck(g, loss, wrt, graph.GradCheckOpts{MaxPerNode: 8, Seed: 5}); err != nil {
+		t.Fatalf("%s on a %dx%d grid: %v", name, rows, cols, err)
+	}
+}
+
+// checkGridAttention runs one bidirectional attention layer with grid
+// positions (rows×cols self-attention) and gradient-checks it w.r.t. its
+// inputs and parameters; a shuffled token order with the same coordinates
+// gives the same outputs, permuted (positions come from the coordinates,
+// not from the token index).
+func checkGridAttention(t *testing.T, name string, o posenc.Options, rows, cols int) {
+	t.Helper()
+	enc, err := posenc.New(name, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := rows * cols
+	rng := rand.New(rand.NewSource(29))
+	xs := make([]float64, 2*n*8)
+	for i := range xs {
+		xs[i] = rng.NormFloat64()
+	}
+	perm := rng.Perm(n)
+	run := func(permute bool, check bool) []float64 {
+		g := G.NewGraph()
+		p := graph.NewParams(tensor.Float64, 7)
+		a, err := layers.NewAttention(g, p, layers.AttentionConfig{Name: "block0/attn", D: 8, Heads: 2, InitStd: 0.5, Pos: enc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		coords := make([]int, 0, 2*n)
+		x := make([]float64, len(xs))
+		for b := 0; b < 2; b++ {
+			for i := 0; i < n; i++ {
+				src := i
+				if permute {
+					src = perm[i]
+				}
+				copy(x[(b*n+i)*8:(b*n+i+1)*8], xs[(b*n+src)*8:(b*n+src+1)*8])
+			}
+		}
+		for i := 0; i < n; i++ {
+			src := i
+			if permute {
+				src = perm[i]
+			}
+			coords = append(coords, src/cols, src%cols)
+		}
+		pos, err := posenc.NewGridCoords([]int{rows, cols}, coords, coords)
+		if err != nil {
+			t.Fatal(err)
+		}
+		xn := G.NewTensor(g, tensor.Float64, 3, G.WithShape(2, n, 8), G.WithName("x"),
+			G.WithValue(graph.FromFloat64s(tensor.Float64, tensor.Shape{2, n, 8}, x)))
+		y, err := a.FwdPositions(xn, nil, posenc.Span{TQ: n, TK: n}, pos, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		randomizeParams(p, rand.New(rand.NewSource(31)))
+		if check {
+			r := G.NewTensor(g, tensor.Float64, 3, G.WithShape(2, n, 8), G.WithName("R"), G.WithInit(G.Gaussian(0, 1)))
+			loss := G.Must(G.Sum(G.Must(G.HadamardProd(y, r))))
+			if err := graph.GradCheck(g, loss, append(G.Nodes{xn}, p.Nodes(g)...), graph.GradCheckOpts{MaxPerNode: 6, Seed: 4}); err != nil {
+				t.Fatalf("%s grid attention: %v", name, err)
+			}
+			return nil
+		}
+		m := G.NewTapeMachine(g)
+		defer m.Close()
+		if err := m.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		return graph.ToFloat64s(y.Value())
+	}
+	run(false, true)
+	base, shuf := run(false, false), run(true, false)
+	for b := 0; b < 2; b++ {
+		for i := 0; i < n; i++ {
+			for c := 0; c < 8; c++ {
+				want, got := base[(b*n+perm[i])*8+c], shuf[(b*n+i)*8+c]
+				if d := want - got; d > 1e-9 || d < -1e-9 {
+					t.Fatalf("%s: token %d (grid cell %d) gives %v in shuffled order, %v in raster order", name, i, perm[i], got, want)
+				}
+			}
+		}
+	}
+}
+
+// checkKindErrors: an encoding given positions of a kind it does not serve
+// fails with an error naming the encoding and both kinds.
+func checkKindErrors(t *testing.T, name string, o posenc.Options, kinds []posenc.PosKind) {
+	t.Helper()
+	enc, err := posenc.New(name, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grid, _ := posenc.NewGrid(2, 2)
+	real, _ := posenc.NewReal(1, []float64{0, 0.5, 1, 2}, []float64{0, 0.5, 1, 2})
+	pair, _ := posenc.NewPairwise(1, 4, 4, 3, make([]int, 16))
+	for _, pos := range []*posenc.Positions{nil, grid, real, pair} {
+		k := posenc.PosLine
+		if pos != nil {
+			k = pos.Kind
+		}
+		err := posenc.CheckKind(enc, pos)
+		if slices.Contains(kinds, k) {
+			if err != nil {
+				t.Errorf("%s: %s positions refused: %v", name, k, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), string(k)) {
+			t.Errorf("%s: %s positions: error %v does not name the encoding and the kind", name, k, err)
+		}
+	}
+}
+
+// checkTiles: for a TableBiaser, the bias of random tiles equals the
+// corresponding block of ScoreBias, on the positions the encoding serves
+// (line: a causal offset span; grid: a 3×4 grid).
+func checkTiles(t *testing.T, name string, o posenc.Options) {
+	t.Helper()
+	enc, err := posenc.New(name, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, ok := enc.(posenc.TableBiaser)
+	if !ok {
+		return
+	}
+	kinds := posenc.Accepted(enc)
+	var sites []*posenc.Site
+	if slices.Contains(kinds, posenc.PosLine) {
+		sites = append(sites, &posenc.Site{Span: posenc.Span{QStart: 4, TQ: 5, KStart: 1, TK: 8}, Causal: true},
+			&posenc.Site{Span: posenc.Span{TQ: 6, TK: 6}})
+	}
+	if slices.Contains(kinds, posenc.PosGrid) {
+		grid, _ := posenc.NewGrid(3, 4)
+		sites = append(sites, &posenc.Site{Span: posenc.Span{TQ: 12, TK: 12}, Pos: grid})
+	}
+	rng := rand.New(rand.NewSource(41))
+	for _, s := range sites {
+		g := G.NewGraph()
+		s.G, s.Params, s.B, s.H, s.DHead, s.DModel, s.Prefix = g, graph.NewParams(tensor.Float64, 3), 2, 2, 4, 8, "block0/attn"
+		full, err := tb.ScoreBias(s)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var tiles []*G.Node
+		var rects []posenc.Tile
+		for k := 0; k < 4; k++ {
+			q0, k0 := rng.Intn(s.TQ), rng.Intn(s.TK)
+			tl := posenc.Tile{Q0: q0, Q1: q0 + 1 + rng.Intn(s.TQ-q0), K0: k0, K1: k0 + 1 + rng.Intn(s.TK-k0)}
+			n, err := posenc.TileBias(tb, s, tl)
+			if err != nil {
+				t.Fatalf("%s: tile %+v: %v", name, tl, err)
+			}
+			tiles, rects = append(tiles, n), append(rects, tl)
+		}
+		if _, err := posenc.TileBias(tb, s, posenc.Tile{Q0: 0, Q1: s.TQ + 1, K0: 0, K1: 1}); err == nil {
+			t.Errorf("%s: a tile outside the scores was accepted", name)
+		}
+		randomizeParams(s.Params, rng)
+		m := G.NewTapeMachine(g)
+		if err := m.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		m.Close()
+		fs := full.Shape()
+		fv := graph.ToFloat64s(full.Value())
+		at := func(b, h, i, j int) float64 { // index into full, broadcasting its leading axes
+			var bb, hh int
+			if len(fs) == 4 && fs[0] > 1 {
+				bb = b
+			}
+			if fs[len(fs)-3] > 1 {
+				hh = h
+			}
+			nh := fs[len(fs)-3]
+			return fv[((bb*nh+hh)*s.TQ+i)*s.TK+j]
+		}
+		for n, tile := range tiles {
+			ts, tv, tl := tile.Shape(), graph.ToFloat64s(tile.Value()), rects[n]
+			tq, tk := tl.Q1-tl.Q0, tl.K1-tl.K0
+			for b := 0; b < s.B; b++ {
+				for h := 0; h < s.H; h++ {
+					for i := 0; i < tq; i++ {
+						for j := 0; j < tk; j++ {
+							bb, hh := min(b, ts[0]-1), min(h, ts[1]-1)
+							got := tv[((bb*ts[1]+hh)*tq+i)*tk+j]
+							if want := at(b, h, tl.Q0+i, tl.K0+j); got != want {
+								t.Fatalf("%s: tile %+v at (b%d h%d %d %d) = %v, ScoreBias %v", name, tl, b, h, i, j, got, want)
+							}
+						}
+					}
+				}
+			}
+		}
 	}
 }
 

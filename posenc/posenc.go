@@ -38,7 +38,14 @@ type Site struct {
 	// B is the batch size, H the number of heads, DHead the head width and
 	// DModel the model width.
 	B, H, DHead, DModel int
+	// Span places the queries and keys on a line: their indices in the
+	// sequence, and their positions when Pos is nil.
 	Span
+	// Pos holds the positions when they are more than a line (grid
+	// coordinates, real times, pairwise relations); nil for line positions.
+	// An encoding serves the kinds it lists in Accepts (PositionAccepter);
+	// attention checks the kind with CheckKind before calling any hook.
+	Pos *Positions
 	// Causal is true when keys after the query are masked.
 	Causal bool
 	// Project applies the layer's own query ("q") or key ("k") projection,
@@ -77,7 +84,10 @@ type QKTransformer interface {
 // ScoreBiaser adds a content-free bias to the scaled attention scores, before
 // the mask (T5, ALiBi, Shaw's scalar variant).
 type ScoreBiaser interface {
-	// ScoreBias returns a bias [H, TQ, TK] or [1, TQ, TK].
+	// ScoreBias returns a bias that broadcasts onto the scores
+	// [B, H, TQ, TK]: [H|1, TQ, TK] when it is the same for every example,
+	// [B|1, H|1, TQ, TK] when it may differ per example (pairwise or
+	// per-example real positions).
 	ScoreBias(s *Site) (*G.Node, error)
 }
 
@@ -87,6 +97,17 @@ type ScoreTermer interface {
 	// ScoreTerms returns terms [B, H, TQ, TK] from q [B, H, TQ, dh] and
 	// k [B, H, TK, dh].
 	ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error)
+}
+
+// AfterBlocker transforms the hidden states after a block (conditional
+// position encodings: Chu et al. 2021's PEG after the first block). The
+// model calls it after every block with Site.Layer the 0-based index of
+// the block just computed; an encoding returns x unchanged for the blocks
+// it does not act on.
+type AfterBlocker interface {
+	// AfterBlock maps x [B, T, d] (the output of block s.Layer) to
+	// [B, T, d].
+	AfterBlock(s *Site, x *G.Node) (*G.Node, error)
 }
 
 // Scaler overrides the score scale 1/sqrt(dh) (DeBERTa: 1/sqrt(3 dh)).
@@ -174,6 +195,27 @@ type Options struct {
 	// YarnBetaFast and YarnBetaSlow bound YaRN's ramp in rotations
 	// (defaults 32 and 1, as in Peng et al. 2023).
 	YarnBetaFast, YarnBetaSlow float64
+
+	// GridRows and GridCols are the patch grid that 2-D position tables are
+	// sized for (learned-2d's table, swin's (2R-1)(2C-1) relative table);
+	// default 7×7, MNIST's 28×28 pixels in 4×4 patches.
+	GridRows, GridCols int
+	// GridResample is how learned-2d serves a grid other than
+	// GridRows×GridCols: "none" (the default: an error naming both grids),
+	// "bilinear" or "bicubic" (as timm's resample_abs_pos_embed).
+	GridResample string
+	// Rel2DBuckets is the number of buckets per axis and sign of swin-log's
+	// log-bucketed (Δrow, Δcol) indices (default 8), Rel2DMaxDistance where
+	// its log buckets end (default 32).
+	Rel2DBuckets, Rel2DMaxDistance int
+	// Rope2DBase is the base of rope-2d's axial frequencies (default 100,
+	// Heo et al. 2024's rope_theta for RoPE-Axial); RopeMixedBase the base
+	// of rope-mixed's initial frequencies (default 10, their RoPE-Mixed).
+	Rope2DBase, RopeMixedBase float64
+	// CPEKernel is the side of cpe's depthwise convolution (default 3, odd)
+	// and CPEAfterBlock the 1-based block after which it is added (default
+	// 1: after the first block, as Chu et al. 2021's PEG).
+	CPEKernel, CPEAfterBlock int
 }
 
 // DefaultSinusoidalScale is the default SinusoidalScale of a model of width
@@ -224,6 +266,17 @@ func (o Options) Defaults() Options {
 	def(&o.RopeTrainLen, 64)
 	deff(&o.YarnBetaFast, 32)
 	deff(&o.YarnBetaSlow, 1)
+	def(&o.GridRows, 7)
+	def(&o.GridCols, 7)
+	if o.GridResample == "" {
+		o.GridResample = "none"
+	}
+	def(&o.Rel2DBuckets, 8)
+	def(&o.Rel2DMaxDistance, 32)
+	deff(&o.Rope2DBase, 100)
+	deff(&o.RopeMixedBase, 10)
+	def(&o.CPEKernel, 3)
+	def(&o.CPEAfterBlock, 1)
 	return o
 }
 
@@ -233,6 +286,8 @@ const (
 	KindAbsolute = "absolute" // added to the token embeddings
 	KindRelative = "relative" // terms or biases of the relative distance in the scores
 	KindRotary   = "rotary"   // rotations of q and k
+	// KindConditional: computed from the tokens' neighbourhood (CPE).
+	KindConditional = "conditional"
 )
 
 // Info describes a registered encoding, so that callers (experiment plans,
@@ -252,6 +307,9 @@ type Info struct {
 	// Base is the encoding an EvalOnly variant is applied to ("rope"); ""
 	// otherwise.
 	Base string
+	// Positions lists the kinds of positions the encoding serves (see
+	// PositionAccepter), derived from the encoding itself at registration.
+	Positions []PosKind
 }
 
 type factory func(o Options) (Encoding, error)
@@ -263,7 +321,17 @@ type entry struct {
 
 var registry = map[string]entry{}
 
-func register(info Info, f factory) { registry[info.Name] = entry{info, f} }
+// register adds an encoding; Info.Positions is taken from an instance
+// built with the default options, so the registry and the type cannot
+// disagree.
+func register(info Info, f factory) {
+	e, err := f(Options{}.Defaults())
+	if err != nil {
+		panic(errors.Wrapf(err, "posenc: registering %s with default options", info.Name))
+	}
+	info.Positions = Accepted(e)
+	registry[info.Name] = entry{info, f}
+}
 
 // tableOrder is the order of Registered: absolute encodings, then relative,
 // then rotary and bias (the README's table), then the evaluation-time
@@ -273,6 +341,7 @@ var tableOrder = []string{
 	"shaw", "shaw-scalar", "t5", "xl", "deberta",
 	"rope", "alibi",
 	RopePI, RopeNTK, RopeDynamic, RopeYaRN,
+	"learned-2d", "sinusoidal-2d", "swin", "swin-log", "alibi-2d", "rope-2d", "rope-mixed", "cpe",
 }
 
 // Registered returns the Info of every registered encoding in a stable

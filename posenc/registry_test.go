@@ -29,13 +29,13 @@ func TestRegistered(t *testing.T) {
 	if !reflect.DeepEqual(sorted, posenc.Names()) {
 		t.Fatalf("Registered names %v differ from Names() %v (the harness's list)", sorted, posenc.Names())
 	}
-	kinds := map[string]bool{posenc.KindNone: true, posenc.KindAbsolute: true, posenc.KindRelative: true, posenc.KindRotary: true}
+	kinds := map[string]bool{posenc.KindNone: true, posenc.KindAbsolute: true, posenc.KindRelative: true, posenc.KindRotary: true, posenc.KindConditional: true}
 	var trainable []string
 	for _, i := range reg {
 		if !kinds[i.Kind] {
 			t.Errorf("%s: kind %q", i.Name, i.Kind)
 		}
-		if got, ok := posenc.InfoOf(i.Name); !ok || got != i {
+		if got, ok := posenc.InfoOf(i.Name); !ok || !reflect.DeepEqual(got, i) {
 			t.Errorf("InfoOf(%s) = %+v, %v", i.Name, got, ok)
 		}
 		if i.EvalOnly {

@@ -186,3 +186,34 @@ func (e *T5) ScoreBias(s *Site) (*G.Node, error) {
 	e.nodes[nk] = bias
 	return bias, nil
 }
+
+// BiasTable implements TableBiaser: the table t5_bias [NumBuckets, H]
+// (times t5_alpha with Alpha).
+func (e *T5) BiasTable(s *Site) (*G.Node, error) {
+	table, err := s.Params.Node(s.G, "t5_bias", tensor.Shape{e.NumBuckets, s.H}, graph.Normal(e.InitStd), false)
+	if err != nil {
+		return nil, errors.Wrap(err, "posenc t5")
+	}
+	if e.Alpha {
+		return alphaScaled(s, table, "t5_alpha")
+	}
+	return table, nil
+}
+
+// BiasIndex implements TableBiaser: the bucket of every pair of tile t,
+// shared by the batch.
+func (e *T5) BiasIndex(s *Site, _ int, t Tile, dst []int) (bool, error) {
+	if err := CheckTile(s, t); err != nil {
+		return false, err
+	}
+	if err := t5Check(e.NumBuckets, e.MaxDistance); err != nil {
+		return false, err
+	}
+	tk := t.K1 - t.K0
+	for i := t.Q0; i < t.Q1; i++ {
+		for j := t.K0; j < t.K1; j++ {
+			dst[(i-t.Q0)*tk+j-t.K0] = T5Bucket(s.Rel(i, j), !s.Causal, e.NumBuckets, e.MaxDistance)
+		}
+	}
+	return false, nil
+}
