@@ -5,6 +5,7 @@ package posenc_test
 
 import (
 	"encoding/binary"
+	"math"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -534,4 +535,74 @@ func goldenTables(t *testing.T) map[string][]int {
 		out[nt.Name] = v
 	}
 	return out
+}
+
+// goldenCase is one decoded golden file of testdata/golden: float64 and
+// int64 tensors by name, their shapes, and the string metadata.
+type goldenCase struct {
+	floats map[string][]float64
+	ints   map[string][]int
+	shapes map[string][]int
+	meta   map[string]string
+}
+
+// readGoldenCase reads testdata/golden/<name>.safetensors (written by
+// testdata/golden/gen_golden.py or a module it runs). The files are
+// committed, so a missing one is a failure, not a skip.
+func readGoldenCase(t *testing.T, name string) goldenCase {
+	t.Helper()
+	path := filepath.Join("..", "testdata", "golden", name+".safetensors")
+	buf, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("golden case: %v (regenerate with /usr/bin/python3 testdata/golden/gen_golden.py)", err)
+	}
+	st, err := safetensors.Deserialize(buf)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	_, md, err := safetensors.ReadMetadata(buf)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	gc := goldenCase{floats: map[string][]float64{}, ints: map[string][]int{}, shapes: map[string][]int{}, meta: md.Metadata()}
+	for _, nt := range st.Tensors() {
+		tv := nt.TensorView
+		var shape []int
+		for _, d := range tv.Shape() {
+			shape = append(shape, int(d))
+		}
+		gc.shapes[nt.Name] = shape
+		raw := tv.Data()
+		switch tv.DType() {
+		case safetensors.F64:
+			v := make([]float64, len(raw)/8)
+			for i := range v {
+				v[i] = math.Float64frombits(binary.LittleEndian.Uint64(raw[8*i:]))
+			}
+			gc.floats[nt.Name] = v
+		case safetensors.I64:
+			v := make([]int, len(raw)/8)
+			for i := range v {
+				v[i] = int(int64(binary.LittleEndian.Uint64(raw[8*i:])))
+			}
+			gc.ints[nt.Name] = v
+		default:
+			t.Fatalf("%s: tensor %s has dtype %v, want F64 or I64", path, nt.Name, tv.DType())
+		}
+	}
+	return gc
+}
+
+// closeTo fails unless got and want agree elementwise to tol (absolute,
+// plus tol relative to |want|), naming what and the first bad index.
+func closeTo(t *testing.T, what string, got, want []float64, tol float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, golden has %d", what, len(got), len(want))
+	}
+	for i := range got {
+		if d := math.Abs(got[i] - want[i]); d > tol*(1+math.Abs(want[i])) || math.IsNaN(got[i]) {
+			t.Fatalf("%s[%d] = %.12g, golden %.12g (|diff| %.3g > %g)", what, i, got[i], want[i], d, tol)
+		}
+	}
 }
