@@ -199,7 +199,7 @@ func (p Plan) Config(enc string, seed int64) trainer.Config {
 	c.Seed = seed
 	c.Model.PosOpts.MaxLen = c.SeqLen // a learned table covers the training length
 	if v, err := ParseVariant(enc); err == nil {
-		if v.apply(&c) != nil {
+		if v.Apply(&c) != nil {
 			c.Model.Pos = enc // not a valid encoding: Validate reports it
 		}
 	}
@@ -518,9 +518,9 @@ func (v Variant) OverridesString() string {
 	return strings.Join(s, "@")
 }
 
-// apply sets Model.Pos = Base and the overrides on cfg. The values were
+// Apply sets Model.Pos = Base and the overrides on cfg. The values were
 // checked by ParseVariant, so it does not fail on a parsed Variant.
-func (v Variant) apply(cfg *trainer.Config) error {
+func (v Variant) Apply(cfg *trainer.Config) error {
 	cfg.Model.Pos = v.Base
 	for _, o := range v.Overrides {
 		if err := fields.Set(cfg, o.Key, o.Value); err != nil {

@@ -112,7 +112,7 @@ func (r *runner) render() error {
 		return err
 	}
 	md := r.markdown(rows, pending)
-	if err := writeFileAtomic(path(FileTable), []byte(md)); err != nil {
+	if err := WriteFileAtomic(path(FileTable), []byte(md)); err != nil {
 		return err
 	}
 	r.out.Files = []string{path(FileCSV), path(FileJSON), path(FileTable)}
@@ -522,7 +522,7 @@ func (r *runner) plot(rows []Row, pr, path string) error {
 	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&buf); err != nil {
 		return errors.Wrapf(err, "drawing plot %s", path)
 	}
-	return writeFileAtomic(path, buf.Bytes())
+	return WriteFileAtomic(path, buf.Bytes())
 }
 
 // precTicks are plot.DefaultTicks labelled with the fewest decimals (the

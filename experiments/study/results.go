@@ -204,7 +204,7 @@ func WriteCSV(path string, rows []Row, configs map[string]trainer.Config) error 
 	if err := w.Error(); err != nil {
 		return errors.Wrapf(err, "writing %s", path)
 	}
-	return writeFileAtomic(path, buf.Bytes())
+	return WriteFileAtomic(path, buf.Bytes())
 }
 
 // writeJSON writes v indented, atomically.
@@ -213,7 +213,7 @@ func writeJSON(path string, v any) error {
 	if err != nil {
 		return errors.Wrapf(err, "encoding %s", path)
 	}
-	return writeFileAtomic(path, append(b, '\n'))
+	return WriteFileAtomic(path, append(b, '\n'))
 }
 
 // readJSON reads a JSON file into v.
@@ -228,10 +228,10 @@ func readJSON(path string, v any) error {
 	return nil
 }
 
-// writeFileAtomic writes data to a temporary file next to path and renames
+// WriteFileAtomic writes data to a temporary file next to path and renames
 // it over path, so path is never partial. The file is 0644 (readable by
 // all, as results are meant to be shared), missing directories 0755.
-func writeFileAtomic(path string, data []byte) error {
+func WriteFileAtomic(path string, data []byte) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return errors.Wrapf(err, "writing %s", path)

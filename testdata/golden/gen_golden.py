@@ -164,6 +164,7 @@ base, max_len, alpha). Booleans are "true"/"false", numbers decimal (Go strconv 
 """
 
 import argparse
+import importlib
 import json
 import math
 import os
@@ -185,6 +186,10 @@ STD_TABLE = 0.3
 
 BASE_CONFIG = dict(vocab=256, d=32, heads=4, layers=2, ff=64, B=2, T=8,
                    causal=True, q_start=0, k_start=0)
+
+# Modules of the 2-D encodings' reference implementations (testdata/golden/gen_golden_<group>.py),
+# each with generate(out_dir) -> [(path, size)].
+MODULES_2D = ["gen_golden_abs", "gen_golden_rel", "gen_golden_rope", "gen_golden_cpe"]
 
 # (case name, overrides of BASE_CONFIG plus encoding options). "pos" names the encoding.
 CASES = [
@@ -1137,6 +1142,13 @@ def main():
     path, size = write_tables(args.out)
     total += size
     print(f"{'tables':18s} {'':17s}{size / 1024:7.1f} KiB")
+    # The 2-D encodings (issue #13): one module per group, each writing
+    # 2d-<case>.safetensors files of hook-level parity cases.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    for mod in MODULES_2D:
+        for path, size in importlib.import_module(mod).generate(args.out):
+            total += size
+            print(f"{os.path.basename(path):30s} {size / 1024:7.1f} KiB", flush=True)
     print(f"total {total / 1024:.0f} KiB in {args.out}, {time.time() - t0:.1f}s")
 
 

@@ -1,0 +1,414 @@
+package visionstudy
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/pkg/errors"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/rpe-go/rpe/experiments/study"
+	"github.com/rpe-go/rpe/experiments/trainer"
+)
+
+// The files Render writes in the output directory.
+const (
+	FileCSV   = "results.csv"
+	FileJSON  = "results.json"
+	FileTable = "table.md"
+	FilePlot  = "accuracy.png"
+)
+
+// File is results.json.
+type File struct {
+	Preset string `json:"preset"`
+	Plan   Plan   `json:"plan"`
+	Rows   []Row  `json:"rows"`
+	// Pending lists the jobs without saved rows when it was written.
+	Pending []string `json:"pending,omitempty"`
+}
+
+// LoadResults reads results.json of an output directory.
+func LoadResults(dir string) (*File, error) {
+	b, err := os.ReadFile(filepath.Join(dir, FileJSON))
+	if err != nil {
+		return nil, err
+	}
+	var f File
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, errors.Wrapf(err, "%s", filepath.Join(dir, FileJSON))
+	}
+	return &f, nil
+}
+
+// collect reads the saved rows of every job of the plan, in plan order.
+func (r *runner) collect() (rows []Row, pending []string, err error) {
+	jobs, err := r.plan.Jobs()
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, j := range jobs {
+		cfg, err := r.plan.Config(j)
+		if err != nil {
+			return nil, nil, err
+		}
+		b, err := os.ReadFile(r.rowsPath(j))
+		if os.IsNotExist(err) {
+			pending = append(pending, j.Key())
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		var jf jobFile
+		if err := json.Unmarshal(b, &jf); err != nil {
+			return nil, nil, errors.Wrapf(err, "reading %s", r.rowsPath(j))
+		}
+		if !sameSpec(jf.Spec, r.spec(cfg)) {
+			pending = append(pending, j.Key()+" (saved rows are of another configuration)")
+			continue
+		}
+		rows = append(rows, jf.Rows...)
+	}
+	return rows, pending, nil
+}
+
+func sameSpec(a, b spec) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
+}
+
+// render writes results.csv, results.json, table.md and accuracy.png.
+func (r *runner) render() ([]Row, error) {
+	if err := os.MkdirAll(r.opt.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	unlock, err := trainer.Lock(r.renderLock())
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	rows, pending, err := r.collect()
+	if err != nil {
+		return nil, err
+	}
+	path := func(f string) string { return filepath.Join(r.opt.Dir, f) }
+	if err := writeCSV(path(FileCSV), rows); err != nil {
+		return nil, err
+	}
+	b, err := json.MarshalIndent(File{Preset: r.plan.Preset, Plan: r.plan, Rows: rows, Pending: pending}, "", " ")
+	if err != nil {
+		return nil, err
+	}
+	if err := study.WriteFileAtomic(path(FileJSON), append(b, '\n')); err != nil {
+		return nil, err
+	}
+	if err := study.WriteFileAtomic(path(FileTable), []byte(Markdown(r.plan, rows, pending))); err != nil {
+		return nil, err
+	}
+	if len(rows) > 0 {
+		if err := Plot(r.plan, rows, path(FilePlot)); err != nil {
+			return nil, err
+		}
+	}
+	return rows, nil
+}
+
+var csvHeader = []string{"preset", "encoding", "eval", "seed", "resolution", "grid", "status", "accuracy", "loss_nats", "images",
+	"eval_ms_per_image", "train_steps", "train_ms_per_step", "train_loss", "val_accuracy", "params", "peak_heap_bytes",
+	"peak_rss_bytes", "blas", "go_version", "git_rev", "git_dirty", "note"}
+
+func writeCSV(path string, rows []Row) error {
+	var buf bytes.Buffer
+	w := csv.NewWriter(&buf)
+	_ = w.Write(csvHeader)
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	for _, r := range rows {
+		_ = w.Write([]string{r.Preset, r.Encoding, r.Eval, strconv.FormatInt(r.Seed, 10), r.Resolution, r.Grid, r.Status,
+			f(r.Accuracy), f(r.Loss), strconv.Itoa(r.Images), f(r.EvalMsPerImage), strconv.Itoa(r.TrainSteps), f(r.TrainMsPerStep),
+			f(r.TrainLoss), f(r.ValAccuracy), strconv.Itoa(r.Params), strconv.FormatUint(r.PeakHeap, 10),
+			strconv.FormatUint(r.PeakRSS, 10), r.BLAS, r.GoVersion, r.GitRev, strconv.FormatBool(r.GitDirty), r.Note})
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		return err
+	}
+	return study.WriteFileAtomic(path, buf.Bytes())
+}
+
+// cell is the mean and sample standard deviation of a metric over seeds.
+type cell struct {
+	mean, std float64
+	n         int
+	na        bool
+	note      string
+}
+
+// label is the table label of a row: the encoding plus its evaluation
+// setting.
+func (r Row) label() string {
+	if r.Eval == "" {
+		return r.Encoding
+	}
+	return r.Encoding + " [" + r.Eval + "]"
+}
+
+// cells aggregates the accuracy of the rows by (label, resolution).
+func cells(rows []Row, metric func(Row) float64) (map[[2]string]cell, []string) {
+	vals := map[[2]string][]float64{}
+	out := map[[2]string]cell{}
+	var labels []string
+	for _, r := range rows {
+		k := [2]string{r.label(), r.Resolution}
+		if !slices.Contains(labels, r.label()) {
+			labels = append(labels, r.label())
+		}
+		if r.Status != StatusOK {
+			c := out[k]
+			c.na, c.note = true, r.Note
+			out[k] = c
+			continue
+		}
+		vals[k] = append(vals[k], metric(r))
+	}
+	for k, v := range vals {
+		m, s := meanStd(v)
+		c := out[k]
+		c.mean, c.std, c.n = m, s, len(v)
+		c.na = false
+		out[k] = c
+	}
+	return out, labels
+}
+
+func meanStd(v []float64) (float64, float64) {
+	m := 0.0
+	for _, x := range v {
+		m += x
+	}
+	m /= float64(len(v))
+	if len(v) < 2 {
+		return m, 0
+	}
+	s := 0.0
+	for _, x := range v {
+		s += (x - m) * (x - m)
+	}
+	return m, math.Sqrt(s / float64(len(v)-1))
+}
+
+// Markdown renders the tables of table.md: test accuracy (%) per encoding
+// and resolution, then speed and memory.
+func Markdown(p Plan, rows []Row, pending []string) string {
+	var b strings.Builder
+	seeds := len(p.Seeds)
+	fmt.Fprintf(&b, "# Vision study, %s preset\n\n", p.Preset)
+	fmt.Fprintf(&b, "ViT (d=%d, %d heads, %d blocks, FFN %d, mean pooling) on MNIST in %dx%d-pixel patches, %d updates of batch %d, seeds %v. ",
+		p.Base.Model.DModel, p.Base.Model.Heads, p.Base.Model.Layers, p.Base.Model.FFN, p.Patch, p.Patch, p.Base.Steps, p.Base.Batch, p.Seeds)
+	test := "all test images"
+	if p.TestImages > 0 {
+		test = fmt.Sprintf("the first %d test images", p.TestImages)
+	}
+	fmt.Fprintf(&b, "Accuracy on %s at each resolution", test)
+	if seeds > 1 {
+		fmt.Fprintf(&b, ": mean ± sample standard deviation over %d seeds", seeds)
+	}
+	b.WriteString(". n/a: the encoding cannot serve the grid (the note says why).\n\n")
+	acc, labels := cells(rows, func(r Row) float64 { return 100 * r.Accuracy })
+	grids := map[string]string{}
+	for _, r := range rows {
+		grids[r.Resolution] = r.Grid
+	}
+	b.WriteString("| encoding |")
+	for _, res := range p.Resolutions {
+		fmt.Fprintf(&b, " %s (%s) |", res.Name, grids[res.Name])
+	}
+	b.WriteString("\n|---|")
+	for range p.Resolutions {
+		b.WriteString("---:|")
+	}
+	b.WriteString("\n")
+	var notes []string
+	for _, l := range labels {
+		fmt.Fprintf(&b, "| %s |", l)
+		for _, res := range p.Resolutions {
+			c, ok := acc[[2]string{l, res.Name}]
+			switch {
+			case !ok:
+				b.WriteString(" |")
+			case c.na:
+				b.WriteString(" n/a |")
+				if c.note != "" {
+					notes = append(notes, fmt.Sprintf("%s at %s: %s", l, res.Name, c.note))
+				}
+			case seeds > 1:
+				fmt.Fprintf(&b, " %.2f ± %.2f |", c.mean, c.std)
+			default:
+				fmt.Fprintf(&b, " %.2f |", c.mean)
+			}
+		}
+		b.WriteString("\n")
+	}
+	if len(notes) > 0 {
+		b.WriteString("\nn/a cells:\n\n")
+		sort.Strings(notes)
+		notes = slices.Compact(notes)
+		for _, n := range notes {
+			fmt.Fprintf(&b, "- %s\n", n)
+		}
+	}
+	b.WriteString("\n## Speed and memory\n\n")
+	b.WriteString("Training ms per update (batch of 64 images at the training grid), evaluation ms per image and peak RSS while one batch is classified at each resolution (means over seeds).\n\n")
+	b.WriteString("| encoding | params | train ms/update |")
+	for _, res := range p.Resolutions {
+		fmt.Fprintf(&b, " eval ms/image %s | peak RSS MiB %s |", res.Name, res.Name)
+	}
+	b.WriteString("\n|---|---:|---:|")
+	for range p.Resolutions {
+		b.WriteString("---:|---:|")
+	}
+	b.WriteString("\n")
+	ms, _ := cells(rows, func(r Row) float64 { return r.EvalMsPerImage })
+	rss, _ := cells(rows, func(r Row) float64 { return float64(r.PeakRSS) / (1 << 20) })
+	tr, _ := cells(rows, func(r Row) float64 { return r.TrainMsPerStep })
+	par := map[string]int{}
+	for _, r := range rows {
+		par[r.label()] = r.Params
+	}
+	for _, l := range labels {
+		fmt.Fprintf(&b, "| %s | %d | %.1f |", l, par[l], tr[[2]string{l, p.Resolutions[0].Name}].mean)
+		for _, res := range p.Resolutions {
+			k := [2]string{l, res.Name}
+			if c := ms[k]; c.n > 0 {
+				fmt.Fprintf(&b, " %.3f | %.0f |", c.mean, rss[k].mean)
+			} else {
+				b.WriteString(" n/a | n/a |")
+			}
+		}
+		b.WriteString("\n")
+	}
+	if len(rows) > 0 {
+		fmt.Fprintf(&b, "\nBLAS: %s; %s.\n", rows[0].BLAS, rows[0].GoVersion)
+	}
+	if len(pending) > 0 {
+		fmt.Fprintf(&b, "\nNot yet run: %s.\n", strings.Join(pending, ", "))
+	}
+	return b.String()
+}
+
+// Plot draws accuracy.png: one group of bars per encoding, one bar per
+// resolution, error bars of one standard deviation over seeds; n/a cells
+// are left empty and marked in the x labels.
+func Plot(p Plan, rows []Row, path string) error {
+	acc, labels := cells(rows, func(r Row) float64 { return 100 * r.Accuracy })
+	pl := plot.New()
+	title := fmt.Sprintf("Vision study (%s preset): MNIST test accuracy by position encoding", p.Preset)
+	if n := len(p.Seeds); n > 1 {
+		title += fmt.Sprintf("\nerror bars: ± one sample standard deviation over %d seeds", n)
+	} else {
+		title += "\none seed: no error bars"
+	}
+	pl.Title.Text = title
+	pl.Y.Label.Text = "test accuracy (%)"
+	pl.Y.Min, pl.Y.Max = 0, 100
+	w := vg.Points(7)
+	nres := len(p.Resolutions)
+	for i, res := range p.Resolutions {
+		vals := make(plotter.Values, len(labels))
+		errs := make(plotter.YErrors, len(labels))
+		for k, l := range labels {
+			c := acc[[2]string{l, res.Name}]
+			if !c.na && c.n > 0 {
+				vals[k], errs[k].Low, errs[k].High = c.mean, c.std, c.std
+			}
+		}
+		bars, err := plotter.NewBarChart(vals, w)
+		if err != nil {
+			return err
+		}
+		bars.Color = plotutil.Color(i)
+		bars.LineStyle.Width = 0
+		bars.Offset = w * vg.Length(float64(i)-float64(nres-1)/2)
+		pl.Add(bars)
+		pl.Legend.Add(fmt.Sprintf("%s (%s grid)", res.Name, gridOf(rows, res.Name)), bars)
+		if len(p.Seeds) > 1 {
+			pts := make(plotter.XYs, len(labels))
+			for k := range labels {
+				pts[k].X, pts[k].Y = float64(k), vals[k]
+			}
+			eb, err := plotter.NewYErrorBars(struct {
+				plotter.XYs
+				plotter.YErrors
+			}{pts, errs})
+			if err != nil {
+				return err
+			}
+			eb.LineStyle.Width = vg.Points(0.8)
+			eb.CapWidth = vg.Points(3)
+			pl.Add(offsetErrors{eb, bars.Offset})
+		}
+	}
+	names := make([]string, len(labels))
+	for k, l := range labels {
+		names[k] = l
+		for _, res := range p.Resolutions[1:] {
+			if c := acc[[2]string{l, res.Name}]; c.na {
+				names[k] = l + " *"
+			}
+		}
+	}
+	pl.NominalX(names...)
+	pl.X.Tick.Label.Rotation = 0.7
+	pl.X.Tick.Label.XAlign = draw.XRight
+	pl.Legend.Top = false
+	pl.Legend.Left = true
+	pl.Legend.YOffs = -vg.Points(4)
+	pl.Add(plotter.NewGrid())
+	pl.X.Label.Text = "* n/a on a larger grid (no bar)"
+	img := vg.Length(11) * vg.Inch
+	var buf bytes.Buffer
+	wt, err := pl.WriterTo(img, 6*vg.Inch, "png")
+	if err != nil {
+		return err
+	}
+	if _, err := wt.WriteTo(&buf); err != nil {
+		return errors.Wrapf(err, "drawing %s", path)
+	}
+	return study.WriteFileAtomic(path, buf.Bytes())
+}
+
+func gridOf(rows []Row, res string) string {
+	for _, r := range rows {
+		if r.Resolution == res {
+			return r.Grid
+		}
+	}
+	return "?"
+}
+
+// offsetErrors draws error bars shifted horizontally by the bar offset.
+type offsetErrors struct {
+	*plotter.YErrorBars
+	off vg.Length
+}
+
+func (o offsetErrors) Plot(c draw.Canvas, p *plot.Plot) {
+	c.Rectangle.Min.X += o.off
+	c.Rectangle.Max.X += o.off
+	o.YErrorBars.Plot(c, p)
+}
+
