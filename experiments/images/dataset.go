@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"math"
+	"math/bits"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,7 +63,7 @@ func (ds *Dataset) Check() error {
 	if ds.Classes <= 0 {
 		return errors.Errorf("dataset %s: %d classes, must be positive", ds.Source, ds.Classes)
 	}
-	if uint64(ds.N)*uint64(ds.Rows)*uint64(ds.Cols) > MaxElements {
+	if tooMany(ds.N, ds.Rows, ds.Cols) {
 		return errors.Errorf("dataset %s: %d images of %dx%d exceed the limit of %d pixels", ds.Source, ds.N, ds.Rows, ds.Cols, MaxElements)
 	}
 	if len(ds.Images) != ds.N*ds.Pixels() {
@@ -131,7 +132,7 @@ func FromIDX(images, labels *IDX, classes int, source string) (*Dataset, error) 
 	if n < 0 || rows < 0 || cols < 0 || labels.Dims[0] < 0 {
 		return nil, errors.Errorf("%s: negative dimensions %v and %v", source, images.Dims, labels.Dims)
 	}
-	if uint64(n)*uint64(rows) > MaxElements || uint64(n)*uint64(rows)*uint64(cols) > MaxElements {
+	if tooMany(n, rows, cols) {
 		return nil, errors.Errorf("%s: %d images of %dx%d exceed the limit of %d pixels", source, n, rows, cols, MaxElements)
 	}
 	if n != labels.Dims[0] {
@@ -294,6 +295,25 @@ func escapeModulePath(p string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// tooMany reports whether the product of the non-negative dims exceeds
+// MaxElements, without overflow.
+func tooMany(dims ...int) bool {
+	for _, d := range dims {
+		if d == 0 {
+			return false
+		}
+	}
+	p := uint64(1)
+	for _, d := range dims {
+		hi, lo := bits.Mul64(p, uint64(d))
+		if hi != 0 || lo > MaxElements {
+			return true
+		}
+		p = lo
+	}
+	return false
 }
 
 // Subset returns a new Dataset holding copies of the first n images and

@@ -47,7 +47,7 @@ func Upscale(ds *Dataset, factor int) (*Dataset, error) {
 	if factor < 1 {
 		return nil, errors.Errorf("upscale: factor %d must be at least 1", factor)
 	}
-	if uint64(factor) > MaxElements || checkElements("upscale", ds.N, ds.Rows*factor, ds.Cols*factor) != nil {
+	if tooMany(ds.N, ds.Rows, ds.Cols, factor, factor) {
 		return nil, errors.Errorf("upscale: %d images of %dx%d enlarged %d times exceed the limit of %d pixels", ds.N, ds.Rows, ds.Cols, factor, MaxElements)
 	}
 	R, C := ds.Rows*factor, ds.Cols*factor
@@ -92,7 +92,7 @@ func bilinearTaps(n, factor int) (i0, i1 []int, w []float64) {
 }
 
 func checkElements(op string, n, rows, cols int) error {
-	if rows <= 0 || cols <= 0 || uint64(n)*uint64(rows) > MaxElements || uint64(n)*uint64(rows)*uint64(cols) > MaxElements {
+	if rows <= 0 || cols <= 0 || tooMany(n, rows, cols) {
 		return errors.Errorf("%s: %d images of %dx%d exceed the limit of %d pixels", op, n, rows, cols, MaxElements)
 	}
 	return nil
