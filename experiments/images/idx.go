@@ -120,7 +120,7 @@ func readIDX(r io.Reader) (*IDX, error) {
 		}
 	}
 	var buf bytes.Buffer
-	buf.Grow(int(min(need, 1<<26))) // grow past 64 MiB only as data arrives
+	buf.Grow(int(min(need, 1<<20))) // grow past 1 MiB only as data arrives
 	got, err := buf.ReadFrom(io.LimitReader(r, int64(need)))
 	if err != nil {
 		return nil, errors.Wrapf(err, "reading data after %d of %d bytes", got, need)
