@@ -3,6 +3,7 @@ package images
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -58,7 +59,7 @@ func TestBatcherEpochs(t *testing.T) {
 			seen[i] = true
 		}
 	}
-	if equalInts(seq[:10], seq[10:20]) || equalInts(seq[:10], []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}) {
+	if slices.Equal(seq[:10], seq[10:20]) || slices.Equal(seq[:10], []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}) {
 		t.Errorf("epochs not shuffled: %v", seq[:20])
 	}
 	if e, k := b.Epoch(); e != 3 || k != 10 {
@@ -72,7 +73,7 @@ func TestBatcherEpochs(t *testing.T) {
 		s2 = append(s2, drawn(t, b2)...)
 		s3 = append(s3, drawn(t, b3)...)
 	}
-	if !equalInts(seq, s2) || equalInts(seq, s3) {
+	if !slices.Equal(seq, s2) || slices.Equal(seq, s3) {
 		t.Errorf("seed 3 twice: %v, %v; seed 4: %v", seq[:8], s2[:8], s3[:8])
 	}
 }
@@ -101,7 +102,7 @@ func TestBatcherResume(t *testing.T) {
 			t.Fatal(err)
 		}
 		for j := k; j < len(want); j++ {
-			if got := drawn(t, b); !equalInts(got, want[j]) {
+			if got := drawn(t, b); !slices.Equal(got, want[j]) {
 				t.Fatalf("restored at batch %d: batch %d is %v, want %v", k, j, got, want[j])
 			}
 		}
@@ -132,7 +133,7 @@ func TestBatcherCorruptState(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			wantErr(t, b.SetState(tc.s), tc.want)
 			// A refused state changes nothing.
-			if got := drawn(t, b); !equalInts(got, before) {
+			if got := drawn(t, b); !slices.Equal(got, before) {
 				t.Fatalf("after the refused state: %v, want %v", got, before)
 			}
 			b.SetState(good)
@@ -168,7 +169,7 @@ func TestBatcherBatch(t *testing.T) {
 	idx := raw.idx
 	z := make([]float32, B*T*D)
 	PatchBatch(ds, idx, 2, z)
-	if !equalFloats(y, z) || !equalInts(l, l2) || l[0] != ds.Labels[idx[0]] || l[1] != ds.Labels[idx[1]] {
+	if !slices.Equal(y, z) || !slices.Equal(l, l2) || l[0] != ds.Labels[idx[0]] || l[1] != ds.Labels[idx[1]] {
 		t.Fatalf("batch differs from PatchBatch of %v", idx)
 	}
 	for k := range x {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -64,10 +65,10 @@ func TestMNIST(t *testing.T) {
 	}
 	// The well-known first labels: 5 0 4 1 9 (train) and 7 2 1 0 4 (test).
 	t.Logf("first training label %d, first test label %d", train.Labels[0], test.Labels[0])
-	if got := train.Labels[:5]; !equalInts(got, []int{5, 0, 4, 1, 9}) {
+	if got := train.Labels[:5]; !slices.Equal(got, []int{5, 0, 4, 1, 9}) {
 		t.Errorf("first training labels %v, want [5 0 4 1 9]", got)
 	}
-	if got := test.Labels[:5]; !equalInts(got, []int{7, 2, 1, 0, 4}) {
+	if got := test.Labels[:5]; !slices.Equal(got, []int{7, 2, 1, 0, 4}) {
 		t.Errorf("first test labels %v, want [7 2 1 0 4]", got)
 	}
 	// The mean pixel of the training set is the 0.1307 of MNISTNorm.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -29,7 +30,7 @@ func TestReadIDXValid(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !equalInts(got.Dims, tc.x.Dims) || !bytes.Equal(got.Data, tc.x.Data) {
+			if !slices.Equal(got.Dims, tc.x.Dims) || !bytes.Equal(got.Data, tc.x.Data) {
 				t.Fatalf("got dims %v, %d bytes; want %v, %d bytes", got.Dims, len(got.Data), tc.x.Dims, len(tc.x.Data))
 			}
 		})
@@ -40,18 +41,6 @@ func TestReadIDXValid(t *testing.T) {
 	if m := lab.Magic(); m != MagicLabels {
 		t.Errorf("labels magic 0x%08x, want 0x%08x", m, MagicLabels)
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // header returns an IDX header with the given magic and dims.
@@ -159,7 +148,7 @@ func FuzzReadIDX(f *testing.F) {
 			t.Fatalf("round trip of an uncompressed file changed it")
 		}
 		y, err := ReadIDX(bytes.NewReader(b))
-		if err != nil || !equalInts(x.Dims, y.Dims) || !bytes.Equal(x.Data, y.Data) {
+		if err != nil || !slices.Equal(x.Dims, y.Dims) || !bytes.Equal(x.Data, y.Data) {
 			t.Fatalf("round trip: %v", err)
 		}
 	})

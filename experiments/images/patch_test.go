@@ -1,6 +1,9 @@
 package images
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 // iota fills a dataset of n images with pixel k of image i = (i*rows*cols+k)/1000.
 func iotaDS(n, rows, cols int) *Dataset {
@@ -26,7 +29,7 @@ func TestPatches(t *testing.T) {
 		38, 39, 44, 45,
 		40, 41, 46, 47,
 	}
-	if gr != 2 || gc != 3 || !equalFloats(dst, want) {
+	if gr != 2 || gc != 3 || !slices.Equal(dst, want) {
 		t.Fatalf("grid %dx%d, %v", gr, gc, dst)
 	}
 	// The pixel (r, c) is at patch (r/P)*gc + c/P, position (r%P)*P + c%P.
@@ -71,7 +74,7 @@ func TestPatchBatch(t *testing.T) {
 	one := make([]float32, 16)
 	for b, i := range idx {
 		Patches(ds, i, 2, one)
-		if !equalFloats(dst[b*16:(b+1)*16], one) {
+		if !slices.Equal(dst[b*16:(b+1)*16], one) {
 			t.Fatalf("batch item %d differs from Patches of image %d", b, i)
 		}
 	}

@@ -2,6 +2,7 @@ package images
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -29,7 +30,7 @@ func TestCanvas(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Rows != tc.size || got.Cols != tc.size || !equalFloats(got.Images, tc.want) || got.Labels[0] != 3 {
+		if got.Rows != tc.size || got.Cols != tc.size || !slices.Equal(got.Images, tc.want) || got.Labels[0] != 3 {
 			t.Errorf("size %d: got %v", tc.size, got.Images)
 		}
 	}
@@ -37,18 +38,6 @@ func TestCanvas(t *testing.T) {
 	wantErr(t, err, "size 2 is smaller than the 2x3 images")
 	_, err = Canvas(synth(t, 4, 2, 2, 1), 1<<16)
 	wantErr(t, err, "exceed the limit")
-}
-
-func equalFloats(a, b []float32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func closeFloats(a, b []float32, tol float64) bool {
@@ -101,7 +90,7 @@ func TestUpscale(t *testing.T) {
 	if err := up.Check(); err != nil { // values stay in [0, 1]
 		t.Fatal(err)
 	}
-	if !equalInts(up.Labels, ds.Labels) {
+	if !slices.Equal(up.Labels, ds.Labels) {
 		t.Error("labels changed")
 	}
 	_, err = Upscale(ds, 0)
@@ -116,7 +105,7 @@ func TestSubset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.N != 2 || !equalFloats(s.Images, ds.Images[:12]) || !equalInts(s.Labels, ds.Labels[:2]) {
+	if s.N != 2 || !slices.Equal(s.Images, ds.Images[:12]) || !slices.Equal(s.Labels, ds.Labels[:2]) {
 		t.Fatalf("subset %+v", s)
 	}
 	s.Images[0] = 0.5
