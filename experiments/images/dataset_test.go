@@ -1,6 +1,7 @@
 package images
 
 import (
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,8 +77,51 @@ func TestMNIST(t *testing.T) {
 	for _, v := range train.Images {
 		sum += float64(v)
 	}
-	if m := sum / float64(len(train.Images)); m < 0.1306 || m > 0.1308 {
-		t.Errorf("training mean pixel %.5f, want 0.1307", m)
+	m := sum / float64(len(train.Images))
+	var ss float64
+	for _, v := range train.Images {
+		ss += (float64(v) - m) * (float64(v) - m)
+	}
+	sd := math.Sqrt(ss / float64(len(train.Images)))
+	if math.Abs(m-float64(MNISTNorm.Mean)) > 1e-4 || math.Abs(sd-float64(MNISTNorm.Std)) > 1e-4 {
+		t.Errorf("training pixels: mean %.5f, std %.5f; MNISTNorm is %+v", m, sd, MNISTNorm)
+	}
+}
+
+// TestMNISTPipeline runs the test-time path on real data: 100 test images
+// upscaled to 56x56 and placed on a 64x64 canvas, patched by 8, and one
+// training batch.
+func TestMNISTPipeline(t *testing.T) {
+	train, test := loadMNIST(t)
+	sub, err := Subset(test, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := Upscale(sub, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, err := Canvas(up, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := big.Check(); err != nil {
+		t.Fatal(err)
+	}
+	dst := make([]float32, 64*64)
+	if gr, gc, err := Patches(big, 99, 8, dst); err != nil || gr != 8 || gc != 8 {
+		t.Fatalf("grid %dx%d: %v", gr, gc, err)
+	}
+	b, err := NewBatcher(train, BatcherOptions{Batch: 32, Patch: 7, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	B, T, D := b.Shape()
+	if B != 32 || T != 16 || D != 49 {
+		t.Fatalf("shape %d %d %d", B, T, D)
+	}
+	if err := b.Next(make([]float32, B*T*D), make([]int, B)); err != nil {
+		t.Fatal(err)
 	}
 }
 
