@@ -46,7 +46,8 @@
 // and checkpoints of the engine before tasks existed. Config.Validate adds
 // the language model's rules (Model.Vocab = 256, SeqLen > 0) to
 // ValidateEngine. Evaluator, Score, Evaluate, Sample and LoadModel are the
-// language model's.
+// language model's; LoadTaskModel(path, task) returns the weights of any
+// task's checkpoint (kind and task configuration checked) for evaluation.
 //
 // # Data
 //

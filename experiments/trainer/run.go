@@ -417,6 +417,9 @@ func validateTask(t *Trainer) (Validation, error) {
 	if err != nil {
 		return v, err
 	}
+	if v.Name == "" {
+		return v, errors.Errorf("validation: task %q returned a validation without a name", t.Task.Kind())
+	}
 	if math.IsNaN(v.Value) || math.IsInf(v.Value, 0) {
 		return v, errors.Errorf("validation: %s is %v: the model's outputs are not finite (learning rate too high?)", v.Name, v.Value)
 	}

@@ -35,8 +35,9 @@ type Task interface {
 	// read.
 	State() ([]byte, error)
 	SetState([]byte) error
-	// Validate scores the weights p on the validation data. A non-finite
-	// Value is an error of the engine.
+	// Validate scores the weights p on the validation data, without
+	// disturbing the training graph (build a separate forward graph on p).
+	// An empty Name or a non-finite Value is an error of the engine.
 	Validate(p *graph.Params) (Validation, error)
 	// DataHash identifies the training data; a checkpoint of other data is
 	// refused on resume ("" is not checked).

@@ -361,8 +361,8 @@ func (t *Trainer) Save(path string) error {
 // generator and the step. Other settings (steps, learning rate, ...) are
 // this run's (Config.Changes lists them).
 func (t *Trainer) Restore(ck *Checkpoint) error {
-	if k := ck.kind(); k != t.Task.Kind() {
-		return errors.Errorf("checkpoint is of task %q; this run trains %q", k, t.Task.Kind())
+	if err := checkKind(ck, t.Task); err != nil {
+		return err
 	}
 	if err := t.Cfg.Mismatch(ck.Config); err != nil {
 		return err
@@ -373,10 +373,8 @@ func (t *Trainer) Restore(ck *Checkpoint) error {
 		}
 		return errors.Errorf("checkpoint was trained on data with hash %s; this run's data has hash %s", ck.CorpusHash, h)
 	}
-	if tc, ok := t.Task.(TaskConfigurer); ok {
-		if err := tc.CheckTaskConfig(ck.TaskConfig); err != nil {
-			return errors.WithMessagef(err, "checkpoint of another %s configuration", t.Task.Kind())
-		}
+	if err := checkTaskConfig(ck, t.Task); err != nil {
+		return err
 	}
 	if err := ck.RestoreParams(t.Params); err != nil {
 		return err
@@ -390,6 +388,59 @@ func (t *Trainer) Restore(ck *Checkpoint) error {
 	t.step = ck.Step
 	t.broken = nil
 	return nil
+}
+
+// checkKind refuses a checkpoint of another task kind.
+func checkKind(ck *Checkpoint, task Task) error {
+	if k := ck.kind(); k != task.Kind() {
+		return errors.Errorf("checkpoint is of task %q; this run trains %q", k, task.Kind())
+	}
+	return nil
+}
+
+// checkTaskConfig refuses a checkpoint the task's CheckTaskConfig refuses.
+func checkTaskConfig(ck *Checkpoint, task Task) error {
+	if tc, ok := task.(TaskConfigurer); ok {
+		if err := tc.CheckTaskConfig(ck.TaskConfig); err != nil {
+			return errors.WithMessagef(err, "checkpoint of another %s configuration", task.Kind())
+		}
+	}
+	return nil
+}
+
+// LoadTaskModel reads the checkpoint at path, checks that it is of task's
+// kind and task configuration (TaskConfigurer; the data is not checked, so
+// the weights can be evaluated on other data), and returns a parameter
+// store of the checkpoint's dtype holding its weights, with the checkpoint.
+// The store's parameters are created by task.Build on a graph that is then
+// discarded, so task must not be training (Build rebinds its inputs); a
+// model whose parameters differ from the checkpoint's is an error naming
+// the parameter. Errors name the file.
+func LoadTaskModel(path string, task Task) (*graph.Params, *Checkpoint, error) {
+	if task == nil {
+		return nil, nil, errors.New("trainer: nil task")
+	}
+	ck, err := LoadCheckpoint(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkKind(ck, task); err != nil {
+		return nil, nil, errors.WithMessagef(err, "checkpoint %s", path)
+	}
+	if err := checkTaskConfig(ck, task); err != nil {
+		return nil, nil, errors.WithMessagef(err, "checkpoint %s", path)
+	}
+	p := graph.NewParams(ck.Config.Dtype, ck.Config.Seed)
+	g := G.NewGraph()
+	_, _, err = task.Build(g, p)
+	p.Forget(g)
+	if err != nil {
+		return nil, nil, errors.WithMessagef(err, "checkpoint %s: building the model", path)
+	}
+	if err := ck.RestoreParams(p); err != nil {
+		return nil, nil, errors.WithMessagef(err, "checkpoint %s", path)
+	}
+	return p, ck, nil
 }
 
 // Load reads the checkpoint at path and restores it (see Restore); errors
