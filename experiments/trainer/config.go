@@ -21,7 +21,7 @@ import (
 type Config struct {
 	// Model is the language model; Model.Vocab must be Vocab (256). For
 	// another task (RunTask) it is that task's model configuration, checked
-	// by ValidateEngine and recorded in checkpoints; Vocab may be 0.
+	// by ValidateTraining and recorded in checkpoints; Vocab may be 0.
 	Model layers.Config
 	// Batch is the number of windows (items) per update, SeqLen (L) their
 	// length (unused by tasks other than the language model).
@@ -90,17 +90,17 @@ func ParseDtype(s string) (tensor.Dtype, error) {
 
 // Validate returns an error naming the first invalid field of a
 // configuration of the byte-level language model: the engine's settings
-// (ValidateEngine) plus the LM's own rules (Model.Vocab = Vocab, SeqLen
+// (ValidateTraining) plus the LM's own rules (Model.Vocab = Vocab, SeqLen
 // positive). An unknown position encoding gives posenc's error, which lists
 // the valid names.
 func (c Config) Validate() error { return c.validate(true) }
 
-// ValidateEngine returns an error naming the first invalid field among
+// ValidateTraining returns an error naming the first invalid field among
 // those the engine uses for every task (RunTask, NewTaskTrainer): the model
 // dimensions and position encoding (Model.Vocab may be 0: a task without a
 // vocabulary), batch, steps, eval batch, the optimizer, the schedule,
 // clipping and the dtype. SeqLen and the vocabulary are the task's to check.
-func (c Config) ValidateEngine() error { return c.validate(false) }
+func (c Config) ValidateTraining() error { return c.validate(false) }
 
 // validate checks c; lm adds the language model's rules in place, so that
 // Validate reports the same first error as before the split.

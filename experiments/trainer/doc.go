@@ -24,7 +24,7 @@
 //	DataHash() string              identifies the training data (checked on resume)
 //	Describe() string              one line for the log, after Build
 //
-// NewTaskTrainer checks Config.ValidateEngine (optimizer, schedule, steps,
+// NewTaskTrainer checks Config.ValidateTraining (optimizer, schedule, steps,
 // batch, eval batch, dtype, model dimensions; Model.Vocab may be 0 and
 // SeqLen is unused), calls Build once, and refuses with an error a nil or
 // non-scalar loss, a loss of another dtype or graph, and learnable nodes
@@ -45,7 +45,7 @@
 // NewTaskTrainer(cfg, NewLMTask(cfg, c)), with the numbers, logs, metrics
 // and checkpoints of the engine before tasks existed. Config.Validate adds
 // the language model's rules (Model.Vocab = 256, SeqLen > 0) to
-// ValidateEngine. Evaluator, Score, Evaluate, Sample and LoadModel are the
+// ValidateTraining. Evaluator, Score, Evaluate, Sample and LoadModel are the
 // language model's; LoadTaskModel(path, task) returns the weights of any
 // task's checkpoint (kind and task configuration checked) for evaluation.
 //

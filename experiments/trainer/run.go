@@ -168,7 +168,7 @@ func Run(ctx context.Context, cfg Config, c *Corpus, opt RunOptions) (*Summary, 
 // and dtype of cfg to cfg.Steps updates (cfg.Model is the task's model
 // configuration, recorded in the checkpoint). Before any update it checks
 // the options (RunOptions.Check; a sample needs the language model), the
-// configuration (Config.ValidateEngine), and, with a checkpoint path, takes
+// configuration (Config.ValidateTraining), and, with a checkpoint path, takes
 // the lock LockPath(Ckpt) (a second run on the same checkpoint fails at
 // once, naming the holder), removes the temporary files a killed save left,
 // and checks the directory is writable; then it builds the trainer
@@ -206,7 +206,7 @@ func RunTask(ctx context.Context, cfg Config, task Task, opt RunOptions) (sum *S
 	if err := opt.Check(); err != nil {
 		return nil, err
 	}
-	if err := cfg.ValidateEngine(); err != nil {
+	if err := cfg.ValidateTraining(); err != nil {
 		return nil, err
 	}
 	if task == nil {

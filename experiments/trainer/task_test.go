@@ -334,8 +334,8 @@ func (b brokenTask) Build(g *G.ExprGraph, p *graph.Params) (*G.Node, G.Nodes, er
 // LM's does.
 func TestNewTaskTrainerChecks(t *testing.T) {
 	cfg := blobsEngineConfig()
-	if err := cfg.ValidateEngine(); err != nil {
-		t.Errorf("ValidateEngine: %v", err)
+	if err := cfg.ValidateTraining(); err != nil {
+		t.Errorf("ValidateTraining: %v", err)
 	}
 	wantErr(t, cfg.Validate(), "vocab 0")
 	lmCfg := cfg
@@ -343,7 +343,7 @@ func TestNewTaskTrainerChecks(t *testing.T) {
 	wantErr(t, lmCfg.Validate(), "seq len is 0")
 	bad := cfg
 	bad.Batch = 0
-	wantErr(t, bad.ValidateEngine(), "batch is 0")
+	wantErr(t, bad.ValidateTraining(), "batch is 0")
 	_, err := NewTaskTrainer(bad, newBlobs(cfg, blobsConfig{Dim: 2, Sep: 1}, 1))
 	wantErr(t, err, "batch is 0")
 	_, err = NewTaskTrainer(cfg, nil)

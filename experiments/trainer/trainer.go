@@ -71,7 +71,7 @@ func New(cfg Config, c *Corpus) (*Trainer, error) {
 	return NewTaskTrainer(cfg, task)
 }
 
-// NewTaskTrainer validates cfg (Config.ValidateEngine; cfg.Model is the
+// NewTaskTrainer validates cfg (Config.ValidateTraining; cfg.Model is the
 // task's model configuration, recorded in checkpoints), creates the
 // parameter store (cfg.Dtype, seeded with cfg.Seed), AdamW and the schedule
 // of cfg, lets task build its graph (Task.Build), checks that the loss is a
@@ -80,7 +80,7 @@ func New(cfg Config, c *Corpus) (*Trainer, error) {
 // cfg.Resolved(). Errors name the problem; the task's own errors are
 // returned as they are.
 func NewTaskTrainer(cfg Config, task Task) (*Trainer, error) {
-	if err := cfg.ValidateEngine(); err != nil {
+	if err := cfg.ValidateTraining(); err != nil {
 		return nil, err
 	}
 	if task == nil {
