@@ -29,17 +29,26 @@ import (
 //   - metadata: "format" (checkpointFormat), "config" (the resolved
 //     Config as JSON), "step" (completed updates), "rng" (hex
 //     batch-generator state), "corpus_sha256" (Corpus.Hash of the corpus
-//     trained on), "corpus_path" (its file), "provenance" (ProvenanceInfo as JSON) and "crc32c".
+//     trained on; for another task its Task.DataHash), "corpus_path" (its
+//     file), "provenance" (ProvenanceInfo as JSON) and "crc32c";
+//   - in format v3 only: "task" (Task.Kind) and "task_config" (hex of
+//     TaskConfigurer.TaskConfig, "" if none).
 //
-// The CRC-32C (Castagnoli) covers every tensor's name and bytes in name
-// order, then every other metadata key and value in key order, so a
-// corrupted tensor or an edited step, config or corpus hash fails the
-// check. Format v1 files (rpe-go/trainer/v1: CRC over the tensors only, no
-// corpus hash or provenance) are still read; their metadata is trusted.
+// The language model (task "lm" without a task configuration) writes format
+// v2, exactly as before tasks existed, so its checkpoints stay readable by
+// older builds; every other task writes v3. The CRC-32C (Castagnoli) covers
+// every tensor's name and bytes in name order, then every other metadata
+// key and value (the task keys included) in key order, so a corrupted
+// tensor or an edited step, config, corpus hash, task or task configuration
+// fails the check. Format v1 files (rpe-go/trainer/v1: CRC over the tensors
+// only, no corpus hash or provenance) are still read; their metadata is
+// trusted. v1 and v2 files are of task "lm".
 const (
+	checkpointFormatV3 = "rpe-go/trainer/v3"
 	checkpointFormat   = "rpe-go/trainer/v2"
 	checkpointFormatV1 = "rpe-go/trainer/v1"
 	optimPrefix        = "optim/"
+	lmKind             = "lm"
 )
 
 // Tensor is one named tensor of a Checkpoint, its values held as float64
@@ -67,9 +76,30 @@ type Checkpoint struct {
 	CorpusHash, CorpusPath string
 	// Provenance describes the program that wrote it (zero in a v1 file).
 	Provenance ProvenanceInfo
-	// Format is the format read ("rpe-go/trainer/v1" or "/v2"); Save
-	// always writes the current one.
+	// Task is the Task.Kind of the run ("" in a v1 or v2 file: "lm"), and
+	// TaskConfig its TaskConfigurer.TaskConfig (nil if none).
+	Task       string
+	TaskConfig []byte
+	// Format is the format read ("rpe-go/trainer/v1", "/v2" or "/v3");
+	// Save writes v2 for the language model and v3 for other tasks.
 	Format string
+}
+
+// kind is the checkpoint's task kind ("lm" if it records none).
+func (ck *Checkpoint) kind() string {
+	if ck.Task == "" {
+		return lmKind
+	}
+	return ck.Task
+}
+
+// format is the format Encode writes: v2 for the language model, v3 for
+// any other task or a task configuration.
+func (ck *Checkpoint) format() string {
+	if ck.kind() == lmKind && len(ck.TaskConfig) == 0 {
+		return checkpointFormat
+	}
+	return checkpointFormatV3
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -227,13 +257,17 @@ func (ck *Checkpoint) Encode(w io.Writer) error {
 		names = append(names, n)
 	}
 	meta := map[string]string{
-		"format":        checkpointFormat,
+		"format":        ck.format(),
 		"config":        string(cfg),
 		"step":          strconv.Itoa(ck.Step),
 		"rng":           hex.EncodeToString(ck.RNG),
 		"corpus_sha256": ck.CorpusHash,
 		"corpus_path":   ck.CorpusPath,
 		"provenance":    string(prov),
+	}
+	if meta["format"] == checkpointFormatV3 {
+		meta["task"] = ck.kind()
+		meta["task_config"] = hex.EncodeToString(ck.TaskConfig)
 	}
 	meta["crc32c"] = strconv.FormatUint(uint64(checksum(names, func(n string) []byte { return views[n].data }, meta)), 10)
 	return safetensors.SerializeToWriter(views, meta, w)
@@ -361,11 +395,11 @@ func DecodeCheckpoint(buf []byte) (ck *Checkpoint, err error) {
 	meta := md.Metadata()
 	var withMeta map[string]string
 	switch meta["format"] {
-	case checkpointFormat:
+	case checkpointFormat, checkpointFormatV3:
 		withMeta = meta
 	case checkpointFormatV1:
 	default:
-		return nil, errors.Errorf("format %q, want %q (not written by this trainer?)", meta["format"], checkpointFormat)
+		return nil, errors.Errorf("format %q, want %q or %q (not written by this trainer?)", meta["format"], checkpointFormat, checkpointFormatV3)
 	}
 	names := st.Names()
 	want, err := strconv.ParseUint(meta["crc32c"], 10, 32)
@@ -385,6 +419,18 @@ func DecodeCheckpoint(buf []byte) (ck *Checkpoint, err error) {
 	}
 	if ck.RNG, err = hex.DecodeString(meta["rng"]); err != nil {
 		return nil, corrupt("rng state: %v", err)
+	}
+	if ck.Format == checkpointFormatV3 {
+		ck.Task = meta["task"]
+		if ck.Task == "" {
+			return nil, corrupt("no task kind")
+		}
+		if ck.TaskConfig, err = hex.DecodeString(meta["task_config"]); err != nil {
+			return nil, corrupt("task config: %v", err)
+		}
+		if len(ck.TaskConfig) == 0 {
+			ck.TaskConfig = nil
+		}
 	}
 	if withMeta != nil {
 		ck.CorpusHash, ck.CorpusPath = meta["corpus_sha256"], meta["corpus_path"]

@@ -19,9 +19,12 @@ import (
 // Config is everything a training run depends on. DefaultConfig is the
 // reference configuration shared by every experiment.
 type Config struct {
-	// Model is the language model; Model.Vocab must be Vocab (256).
+	// Model is the language model; Model.Vocab must be Vocab (256). For
+	// another task (RunTask) it is that task's model configuration, checked
+	// by ValidateTraining and recorded in checkpoints; Vocab may be 0.
 	Model layers.Config
-	// Batch is the number of windows per update, SeqLen (L) their length.
+	// Batch is the number of windows (items) per update, SeqLen (L) their
+	// length (unused by tasks other than the language model).
 	Batch, SeqLen int
 	// Steps is the number of optimizer updates of a full run.
 	Steps int
@@ -85,9 +88,23 @@ func ParseDtype(s string) (tensor.Dtype, error) {
 	return tensor.Dtype{}, errors.Errorf("unknown dtype %q (valid: float32, float64)", s)
 }
 
-// Validate returns an error naming the first invalid field. An unknown
-// position encoding gives posenc's error, which lists the valid names.
-func (c Config) Validate() error {
+// Validate returns an error naming the first invalid field of a
+// configuration of the byte-level language model: the engine's settings
+// (ValidateTraining) plus the LM's own rules (Model.Vocab = Vocab, SeqLen
+// positive). An unknown position encoding gives posenc's error, which lists
+// the valid names.
+func (c Config) Validate() error { return c.validate(true) }
+
+// ValidateTraining returns an error naming the first invalid field among
+// those the engine uses for every task (RunTask, NewTaskTrainer): the model
+// dimensions and position encoding (Model.Vocab may be 0: a task without a
+// vocabulary), batch, steps, eval batch, the optimizer, the schedule,
+// clipping and the dtype. SeqLen and the vocabulary are the task's to check.
+func (c Config) ValidateTraining() error { return c.validate(false) }
+
+// validate checks c; lm adds the language model's rules in place, so that
+// Validate reports the same first error as before the split.
+func (c Config) validate(lm bool) error {
 	pos := c.Model.Pos
 	if pos == "" {
 		pos = "none" // layers' convention
@@ -95,10 +112,14 @@ func (c Config) Validate() error {
 	if _, err := posenc.New(pos, c.Model.PosOpts); err != nil {
 		return err
 	}
-	if err := c.Model.Validate(); err != nil {
+	m := c.Model
+	if !lm && m.Vocab == 0 {
+		m.Vocab = 1 // unused by the task: checked neither way
+	}
+	if err := m.Validate(); err != nil {
 		return err
 	}
-	if c.Model.Vocab != Vocab {
+	if lm && c.Model.Vocab != Vocab {
 		return errors.Errorf("config: model vocab %d, byte-level training needs %d", c.Model.Vocab, Vocab)
 	}
 	sizes := []struct {
@@ -106,6 +127,9 @@ func (c Config) Validate() error {
 		v    int
 	}{{"batch", c.Batch}, {"seq len", c.SeqLen}, {"steps", c.Steps}, {"eval batch", c.EvalBatch}}
 	for _, f := range sizes {
+		if f.name == "seq len" && !lm {
+			continue
+		}
 		if f.v <= 0 {
 			return errors.Errorf("config: %s is %d, must be positive", f.name, f.v)
 		}

@@ -1,6 +1,53 @@
 // Package trainer is the training and evaluation code shared by every
-// experiment and notebook: byte-level data, the AdamW training loop,
-// validation bits per byte, checkpoints and sampling.
+// experiment and notebook: one training engine for any model (a Task),
+// the byte-level language model as its first task (data, validation bits
+// per byte, sampling), and checkpoints.
+//
+// # Engine and tasks
+//
+// The engine (RunTask, and NewTaskTrainer for the step-level API) owns what
+// every model trains with: the parameter store (graph.Params, seeded with
+// Config.Seed, in Config.Dtype), AdamW, the warm-up cosine schedule,
+// global-norm clipping, the non-finite checks, atomic checkpoints with
+// resume, the lock, the progress bar, metrics.jsonl and the ErrInterrupted
+// semantics. A Task is a model plus its data:
+//
+//	Kind() string                  "lm" for the language model; recorded in checkpoints
+//	Build(g, p) (loss, learn, err) the training graph of one batch: loss a scalar
+//	                               (0-d or [1]) of p's dtype, mean nats; learn = every
+//	                               parameter of p, once each
+//	Next() error                   draw the next batch and G.Let it into the inputs
+//	Items() int                    items (tokens, images) per batch, for throughput
+//	State() / SetState(b)          the batch generator's state (checkpointed)
+//	Validate(p) (Validation, err)  score weights p: Name ("bits/byte", "accuracy"),
+//	                               Value, Text (the log line)
+//	DataHash() string              identifies the training data (checked on resume)
+//	Describe() string              one line for the log, after Build
+//
+// NewTaskTrainer checks Config.ValidateTraining (optimizer, schedule, steps,
+// batch, eval batch, dtype, model dimensions; Model.Vocab may be 0 and
+// SeqLen is unused), calls Build once, and refuses with an error a nil or
+// non-scalar loss, a loss of another dtype or graph, and learnable nodes
+// that are not exactly the store's parameters; the engine then adds the
+// gradients and one tape machine. Before each update Trainer.TrainStep calls
+// Next. Validate must not disturb training (build a separate forward
+// graph on p, as Evaluator does); a non-finite Value is an error. Optional
+// interfaces: TaskConfigurer (TaskConfig recorded in checkpoints,
+// CheckTaskConfig refusing a checkpoint of another image size, patch size
+// or data set), UnitNamer (the loss and item names of logs; defaults
+// "bits" and "items"), io.Closer (called by Trainer.Close), and DataPath()
+// string (the data file, recorded). Config.Model is the task's model
+// configuration, recorded in checkpoints and compared on resume
+// (ResumeRules).
+//
+// LMTask (NewLMTask) is the byte-level language model; Run(ctx, cfg, c,
+// opt) is RunTask(ctx, cfg, NewLMTask(cfg, c), opt) and New(cfg, c) is
+// NewTaskTrainer(cfg, NewLMTask(cfg, c)), with the numbers, logs, metrics
+// and checkpoints of the engine before tasks existed. Config.Validate adds
+// the language model's rules (Model.Vocab = 256, SeqLen > 0) to
+// ValidateTraining. Evaluator, Score, Evaluate, Sample and LoadModel are the
+// language model's; LoadTaskModel(path, task) returns the weights of any
+// task's checkpoint (kind and task configuration checked) for evaluation.
 //
 // # Data
 //
@@ -43,11 +90,13 @@
 // resolved configuration and the Provenance (BLAS, Go version, git revision
 // and whether the tree was dirty).
 //
-// Run(ctx, cfg, corpus, RunOptions) is the engine of every run (the command
-// experiments/train and the extrapolation study): it resumes from a
+// RunTask(ctx, cfg, task, RunOptions), and Run(ctx, cfg, corpus,
+// RunOptions) for the language model, is the engine of every run (the
+// command experiments/train, the extrapolation study, the vision
+// experiment): it resumes from a
 // checkpoint, trains to cfg.Steps, evaluates every cfg.EvalEvery updates and
 // at the end (unless NoEval), saves checkpoints every SaveEvery updates and
-// at the end, and prints a sample and a summary. Callers follow it with
+// at the end, and prints a sample (language model only) and a summary. Callers follow it with
 // hooks: OnStart (the step it starts from), BeforeStep (an error stops the
 // run), OnStep (every update, with its wall time), OnSave (after every
 // checkpoint write; an error stops the run). A cancelled context or a
@@ -66,9 +115,10 @@
 // validation as an error, prints losses in bits per byte, shows progress as
 // a bar on a terminal and as a plain line every PlainInterval otherwise
 // (NewProgress), and writes one JSON line per update to
-// <checkpoint dir>/metrics.jsonl (Metric: step, loss in bits/byte, learning
-// rate, gradient norm before clipping, timings, validation bits/byte where
-// measured), dropping lines after the step it resumes from, so an
+// <checkpoint dir>/metrics.jsonl (Metric: step, loss in bits (bits/byte for
+// the language model), learning rate, gradient norm before clipping,
+// timings, the validation where measured: val_bpb for bits/byte, else val
+// and val_name), dropping lines after the step it resumes from, so an
 // interrupted and resumed run leaves the log of an uninterrupted one.
 //
 // # Evaluation
@@ -92,20 +142,23 @@
 //
 // # Checkpoints
 //
-// # Checkpoints
-//
 // A checkpoint is a safetensors file holding every parameter under its name
 // (in the run's dtype), the optimizer state under "optim/<key>" (float64),
 // and metadata: the resolved Config as JSON, the step, the batch generator
-// state, the corpus SHA-256 and path, the provenance, and a CRC-32C covering
-// the tensors and all of that metadata (format v2; v1 files, whose CRC
-// covers the tensors only, are still read). It is written atomically
+// state, the corpus SHA-256 (Task.DataHash) and path, the provenance, and a
+// CRC-32C covering the tensors and all of that metadata. The language model
+// writes format v2, as before tasks existed; other tasks write v3, which
+// adds the task kind ("task") and the hex task configuration
+// ("task_config"), both under the CRC. v1 files (CRC over the tensors only)
+// and v2 files are still read, as checkpoints of task "lm". It is written atomically
 // (temporary file in the same directory, fsync, rename, mode 0644) and only
 // from finite weights. Loading reports truncated, corrupt or edited files,
 // missing, extra or misshapen tensors.
 //
 // Resuming (Trainer.Restore, ResumeRules) refuses a checkpoint of another
-// corpus (naming both hashes) or with another value of any model option,
+// task kind, of another task configuration (TaskConfigurer's error), of
+// another corpus or data (naming both hashes) or with another value of any
+// model option,
 // batch, seq-len, seed or dtype ("checkpoint was trained with pos=rope,
 // d-model=128; this run asks for pos=none, d-model=64"); it allows, and
 // lists in the log, changes of steps, lr, warmup, floor-frac, beta1, beta2,

@@ -19,9 +19,12 @@ const MetricsFile = "metrics.jsonl"
 func MetricsPath(ckpt string) string { return filepath.Join(filepath.Dir(ckpt), MetricsFile) }
 
 // Metric is one line of metrics.jsonl: one per update. Losses are in bits
-// per byte (nats / ln 2). ValBPB is set on the updates after which the
-// validation text was scored (every EvalEvery updates and the last update
-// of a run that evaluates). Seconds and TokensPerSec are timings, the only
+// (nats / ln 2; bits per byte for the language model). ValBPB is set on the
+// updates after which the validation text was scored (every EvalEvery
+// updates and the last update of a run that evaluates) by a task whose
+// validation is in "bits/byte" (the language model); another task's
+// validation is in Val, named by ValName ("accuracy"). Seconds and
+// TokensPerSec (items per second: tokens, images) are timings, the only
 // fields that differ between an interrupted-and-resumed run and an
 // uninterrupted one.
 type Metric struct {
@@ -32,6 +35,19 @@ type Metric struct {
 	Seconds      float64  `json:"seconds"`
 	TokensPerSec float64  `json:"tokens_per_sec"`
 	ValBPB       *float64 `json:"val_bpb,omitempty"`
+	Val          *float64 `json:"val,omitempty"`
+	ValName      string   `json:"val_name,omitempty"`
+}
+
+// setVal records the validation v in m: ValBPB for bits per byte, else Val
+// and ValName.
+func (m *Metric) setVal(v Validation) {
+	x := v.Value
+	if v.Name == "bits/byte" {
+		m.ValBPB = &x
+		return
+	}
+	m.Val, m.ValName = &x, v.Name
 }
 
 // ReadMetrics reads a metrics log; a last line cut short (a killed run) is

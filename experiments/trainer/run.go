@@ -11,16 +11,18 @@ import (
 	"time"
 
 	"github.com/pkg/errors"
+
+	"github.com/rpe-go/rpe/graph"
 )
 
-// ErrInterrupted is wrapped by the error Run returns when its context is
+// ErrInterrupted is wrapped by the error Run and RunTask return when its context is
 // cancelled or RunOptions.BeforeStep returns an error: the checkpoint is
 // saved first (if there is one and an update happened since the last
 // save), so running again with the same checkpoint resumes.
 var ErrInterrupted = errors.New("training interrupted")
 
-// RunOptions configures Run, the engine of `go run ./experiments/train` and
-// of the extrapolation study.
+// RunOptions configures Run and RunTask, the engine of `go run
+// ./experiments/train`, of the extrapolation study and of every task.
 type RunOptions struct {
 	// Ckpt is the checkpoint file written every SaveEvery updates and at the
 	// end ("" writes none). If it exists it is resumed from, unless Fresh.
@@ -33,7 +35,8 @@ type RunOptions struct {
 	// SaveEvery > 0 saves a checkpoint every SaveEvery updates.
 	SaveEvery int
 	// SampleLen is the length of the sample printed at the end (0: none),
-	// continuing Prompt at Temperature with seed Config.Seed.
+	// continuing Prompt at Temperature with seed Config.Seed (the language
+	// model only: another task refuses SampleLen > 0).
 	SampleLen   int
 	Prompt      string
 	Temperature float64
@@ -69,11 +72,16 @@ type Summary struct {
 	Config Config
 	// Provenance is the BLAS, Go version and git revision of this process.
 	Provenance ProvenanceInfo
-	// CorpusHash is Corpus.Hash of the corpus.
+	// CorpusHash is Corpus.Hash of the corpus (Task.DataHash of the task).
 	CorpusHash string
-	// Val is the final validation score at length SeqLen over the whole
-	// validation text (see Evaluator.Score); zero with RunOptions.NoEval.
-	Val EvalResult
+	// Task is the Task.Kind trained, Units its units (defaults filled in).
+	Task  string
+	Units Units
+	// Val is the final validation (Task.Validate); zero with
+	// RunOptions.NoEval. For the language model, Val.Value and
+	// Val.BitsPerByte are the bits per byte at length SeqLen over the whole
+	// validation text (see Evaluator.Score), Val.Tokens the targets scored.
+	Val Validation
 	// StartStep is the step resumed from, Steps the step reached.
 	StartStep, Steps int
 	// Losses are the training losses (nats) of the updates of this run.
@@ -81,23 +89,27 @@ type Summary struct {
 	// Wall is the time of the whole run, Train the time spent in updates.
 	Wall, Train time.Duration
 	// MsPerStep and TokensPerSec measure the updates of this run (0 if it
-	// made none).
+	// made none); TokensPerSec counts the task's items (Task.Items).
 	MsPerStep, TokensPerSec float64
 	Sample                  []byte
 }
 
 // String is the one-line summary printed at the end of a run.
 func (s *Summary) String() string {
-	out := fmt.Sprintf("val %.4f bits/byte", s.Val.BitsPerByte)
-	if s.Val.Tokens == 0 {
+	u := s.Units
+	if u.Loss == "" {
+		u = Units{Loss: "bits/byte", Items: "tokens"} // a Summary not made by RunTask
+	}
+	out := fmt.Sprintf("val %.4f %s", s.Val.Value, s.Val.Name)
+	if s.Val.Name == "" {
 		out = "val not measured"
 	}
 	if n := len(s.Losses); n > 0 {
-		out += fmt.Sprintf(" | train loss %.4f bits/byte (last update)", s.Losses[n-1]/math.Ln2)
+		out += fmt.Sprintf(" | train loss %.4f %s (last update)", s.Losses[n-1]/math.Ln2, u.Loss)
 	}
 	out += fmt.Sprintf(" | steps %d | wall %s", s.Steps, s.Wall.Round(time.Millisecond))
 	if len(s.Losses) > 0 {
-		out += fmt.Sprintf(" | %.1f ms/step | %.0f tokens/s", s.MsPerStep, s.TokensPerSec)
+		out += fmt.Sprintf(" | %.1f ms/step | %.0f %s/s", s.MsPerStep, s.TokensPerSec, u.Items)
 	} else {
 		out += " | no update in this run"
 	}
@@ -137,33 +149,52 @@ func CheckWritable(path string) error {
 	return errors.Wrapf(os.Remove(f.Name()), "cannot write %s", path)
 }
 
-// Run trains cfg on c to cfg.Steps updates. Before any update it checks the
-// options (RunOptions.Check), the configuration and its estimated memory,
-// and, with a checkpoint path, takes the lock LockPath(Ckpt) (a second run
-// on the same checkpoint fails at once, naming the holder), removes the
-// temporary files a killed save left, and checks the directory is
-// writable. It resumes from a checkpoint if one is found (see RunOptions
-// and Trainer.Restore: another model, batch, seq-len, seed, dtype or corpus
-// is refused; the settings a resumption may change are listed in the log).
-// A checkpoint already at or beyond cfg.Steps is not trained further (the
-// log says "already trained to step N; nothing to do"). Run shows progress
-// (step, loss in bits/byte, tokens/s, ETA), evaluates the validation bits
-// per byte every cfg.EvalEvery updates and at the end (unless NoEval),
-// writes one line per update to MetricsPath(Ckpt), saves checkpoints, and
-// generates a sample.
+// Run trains the byte-level language model of cfg on c: it checks the
+// options (RunOptions.Check), then runs RunTask(ctx, cfg, NewLMTask(cfg, c),
+// opt). Its logs, metrics, checkpoints (format v2) and numbers are those of
+// the engine before tasks existed.
+func Run(ctx context.Context, cfg Config, c *Corpus, opt RunOptions) (*Summary, error) {
+	if err := opt.Check(); err != nil {
+		return nil, err
+	}
+	task, err := NewLMTask(cfg, c)
+	if err != nil {
+		return nil, err
+	}
+	return RunTask(ctx, cfg, task, opt)
+}
+
+// RunTask trains task with the optimizer, schedule, clipping, steps, seed
+// and dtype of cfg to cfg.Steps updates (cfg.Model is the task's model
+// configuration, recorded in the checkpoint). Before any update it checks
+// the options (RunOptions.Check; a sample needs the language model), the
+// configuration (Config.ValidateTraining), and, with a checkpoint path, takes
+// the lock LockPath(Ckpt) (a second run on the same checkpoint fails at
+// once, naming the holder), removes the temporary files a killed save left,
+// and checks the directory is writable; then it builds the trainer
+// (NewTaskTrainer; for the language model this checks the corpus length and
+// the estimated memory). It resumes from a checkpoint if one is found (see
+// RunOptions and Trainer.Restore: another task, task configuration, model,
+// batch, seq-len, seed, dtype or data is refused; the settings a resumption
+// may change are listed in the log). A checkpoint already at or beyond
+// cfg.Steps is not trained further (the log says "already trained to step
+// N; nothing to do"). RunTask shows progress (step, loss in bits, items/s,
+// ETA), validates (Task.Validate) every cfg.EvalEvery updates and at the
+// end (unless NoEval), writes one line per update to MetricsPath(Ckpt),
+// saves checkpoints, and, for the language model, generates a sample.
 //
-// The final validation is printed (and in the Summary) before the final
-// save, so a failing save does not hide it. A non-finite validation score
-// is an error.
+// The final validation is printed (its Text, and in the Summary) before the
+// final save, so a failing save does not hide it. A non-finite validation
+// value is an error.
 //
 // A cancelled ctx or a BeforeStep error stops the run before the next
 // update: the checkpoint is saved if an update happened since the last
 // save, and the error wraps ErrInterrupted. If an update fails (NaN or
-// infinite loss, gradient norm or weights) Run returns its error without
-// saving, so the checkpoint on disk stays the last good one. The updates
-// (batches, weights, losses) are those of Trainer.TrainStep, so a run
-// stopped and resumed reproduces an uninterrupted one exactly.
-func Run(ctx context.Context, cfg Config, c *Corpus, opt RunOptions) (sum *Summary, err error) {
+// infinite loss, gradient norm or weights) RunTask returns its error
+// without saving, so the checkpoint on disk stays the last good one. The
+// updates (batches, weights, losses) are those of Trainer.TrainStep, so a
+// run stopped and resumed reproduces an uninterrupted one exactly.
+func RunTask(ctx context.Context, cfg Config, task Task, opt RunOptions) (sum *Summary, err error) {
 	start := time.Now()
 	if ctx == nil {
 		ctx = context.Background()
@@ -175,12 +206,19 @@ func Run(ctx context.Context, cfg Config, c *Corpus, opt RunOptions) (sum *Summa
 	if err := opt.Check(); err != nil {
 		return nil, err
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.ValidateTraining(); err != nil {
 		return nil, err
 	}
-	if c == nil {
-		return nil, errors.New("trainer: nil corpus")
+	if task == nil {
+		return nil, errors.New("trainer: nil task")
 	}
+	smp, canSample := task.(interface {
+		sample(*graph.Params, RunOptions) ([]byte, error)
+	})
+	if opt.SampleLen > 0 && !canSample {
+		return nil, errors.Errorf("-sample %d: task %q cannot generate samples (only the language model can)", opt.SampleLen, task.Kind())
+	}
+	units := unitsOf(task)
 	if opt.Ckpt != "" {
 		unlock, err := Lock(LockPath(opt.Ckpt))
 		if err != nil {
@@ -202,7 +240,7 @@ func Run(ctx context.Context, cfg Config, c *Corpus, opt RunOptions) (sum *Summa
 			return nil, err
 		}
 	}
-	t, err := New(cfg, c)
+	t, err := NewTaskTrainer(cfg, task)
 	if err != nil {
 		return nil, err
 	}
@@ -224,21 +262,15 @@ func Run(ctx context.Context, cfg Config, c *Corpus, opt RunOptions) (sum *Summa
 			return nil, errors.WithMessage(err, "resuming (start over with -fresh, or choose another -ckpt)")
 		}
 		fmt.Fprintf(logw, "resumed from %s at step %d\n", from, t.Step())
-		if ck.Format != checkpointFormat {
+		if ck.Format == checkpointFormatV1 {
 			fmt.Fprintf(logw, "(%s checkpoint: its corpus was not recorded, so it is not checked)\n", ck.Format)
 		}
 		if ch := cfg.Changes(ck.Config); len(ch) > 0 {
 			fmt.Fprintf(logw, "this run changes: %s\n", strings.Join(ch, ", "))
 		}
 	}
-	fmt.Fprintf(logw, "model %s: %d parameters; corpus %s: %d training / %d validation bytes\n",
-		describe(cfg), t.Params.Count(), c.name(), len(c.Train), len(c.Val))
+	fmt.Fprintln(logw, task.Describe())
 
-	ev, err := NewEvaluator(t.Params, cfg.Model, cfg.EvalBatch, cfg.SeqLen)
-	if err != nil {
-		return nil, err
-	}
-	defer ev.Close()
 	var mlog *metricsLog
 	if opt.Ckpt != "" {
 		if mlog, err = openMetrics(MetricsPath(opt.Ckpt), t.Step()); err != nil {
@@ -250,7 +282,8 @@ func Run(ctx context.Context, cfg Config, c *Corpus, opt RunOptions) (sum *Summa
 		opt.OnStart(t.Step())
 	}
 
-	sum = &Summary{Config: cfg, Provenance: Provenance(), CorpusHash: c.Hash(), StartStep: t.Step(), Steps: t.Step()}
+	sum = &Summary{Config: cfg, Provenance: Provenance(), CorpusHash: task.DataHash(), Task: task.Kind(), Units: units,
+		StartStep: t.Step(), Steps: t.Step()}
 	if t.Step() >= cfg.Steps {
 		fmt.Fprintf(logw, "already trained to step %d; nothing to do: use -steps > %d to continue, or -fresh to start over\n",
 			t.Step(), t.Step())
@@ -291,7 +324,7 @@ func Run(ctx context.Context, cfg Config, c *Corpus, opt RunOptions) (sum *Summa
 		return mlog.add(m)
 	}
 	defer flush()
-	tokens := float64(cfg.Batch * cfg.SeqLen)
+	tokens := float64(task.Items())
 	for t.Step() < cfg.Steps {
 		if err := flush(); err != nil {
 			return sum, err
@@ -323,16 +356,16 @@ func Run(ctx context.Context, cfg Config, c *Corpus, opt RunOptions) (sum *Summa
 		if opt.OnStep != nil {
 			opt.OnStep(r)
 		}
-		bar.Describe(fmt.Sprintf("step %d/%d | loss %.4f bits/byte | %.0f tok/s", r.Step, cfg.Steps, r.Loss/math.Ln2,
-			float64(len(sum.Losses))*tokens/sum.Train.Seconds()))
+		bar.Describe(fmt.Sprintf("step %d/%d | loss %.4f %s | %.0f %s/s", r.Step, cfg.Steps, r.Loss/math.Ln2, units.Loss,
+			float64(len(sum.Losses))*tokens/sum.Train.Seconds(), units.ItemsShort))
 		bar.Add(1)
 		if cfg.EvalEvery > 0 && r.Step%cfg.EvalEvery == 0 && r.Step < cfg.Steps {
-			v, err := validate(ev, c.Val)
+			v, err := validateTask(t)
 			if err != nil {
 				return sum, err
 			}
-			pending.ValBPB = &v.BitsPerByte
-			say("step %d: train loss %.4f bits/byte, val %.4f bits/byte\n", r.Step, r.Loss/math.Ln2, v.BitsPerByte)
+			pending.setVal(v)
+			say("step %d: train loss %.4f %s, val %.4f %s\n", r.Step, r.Loss/math.Ln2, units.Loss, v.Value, v.Name)
 		}
 		if opt.Ckpt != "" && opt.SaveEvery > 0 && r.Step%opt.SaveEvery == 0 {
 			if err := save(); err != nil {
@@ -342,14 +375,13 @@ func Run(ctx context.Context, cfg Config, c *Corpus, opt RunOptions) (sum *Summa
 	}
 	bar.Finish()
 	if !opt.NoEval {
-		if sum.Val, err = validate(ev, c.Val); err != nil {
+		if sum.Val, err = validateTask(t); err != nil {
 			return sum, err
 		}
 		if pending != nil {
-			pending.ValBPB = &sum.Val.BitsPerByte
+			pending.setVal(sum.Val)
 		}
-		fmt.Fprintf(logw, "validation: %.4f bits/byte over %d windows of %d bytes (%d targets)\n",
-			sum.Val.BitsPerByte, sum.Val.Windows, cfg.SeqLen, sum.Val.Tokens)
+		fmt.Fprintln(logw, sum.Val.Text)
 	}
 	if err := flush(); err != nil {
 		return sum, err
@@ -364,9 +396,7 @@ func Run(ctx context.Context, cfg Config, c *Corpus, opt RunOptions) (sum *Summa
 		fmt.Fprintf(logw, "checkpoint: %s (step %d)\n", opt.Ckpt, t.Step())
 	}
 	if opt.SampleLen > 0 {
-		sum.Sample, err = Sample(t.Params, cfg.Model, SampleOptions{Prompt: []byte(opt.Prompt), N: opt.SampleLen,
-			Temperature: opt.Temperature, Seed: uint64(cfg.Seed), Window: cfg.SeqLen})
-		if err != nil {
+		if sum.Sample, err = smp.sample(t.Params, opt); err != nil {
 			return sum, err
 		}
 		fmt.Fprintf(logw, "sample (temperature %g): %s%s\n", opt.Temperature, opt.Prompt, printable(sum.Sample))
@@ -378,6 +408,22 @@ func Run(ctx context.Context, cfg Config, c *Corpus, opt RunOptions) (sum *Summa
 	}
 	fmt.Fprintln(logw, sum)
 	return sum, nil
+}
+
+// validateTask runs the task's validation of the trainer's weights; a
+// non-finite value is an error.
+func validateTask(t *Trainer) (Validation, error) {
+	v, err := t.Task.Validate(t.Params)
+	if err != nil {
+		return v, err
+	}
+	if v.Name == "" {
+		return v, errors.Errorf("validation: task %q returned a validation without a name", t.Task.Kind())
+	}
+	if math.IsNaN(v.Value) || math.IsInf(v.Value, 0) {
+		return v, errors.Errorf("validation: %s is %v: the model's outputs are not finite (learning rate too high?)", v.Name, v.Value)
+	}
+	return v, nil
 }
 
 // validate scores the whole validation text at the evaluator's length.

@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"io"
 	"math"
 
 	"github.com/pkg/errors"
@@ -12,32 +13,33 @@ import (
 	"github.com/rpe-go/rpe/optim"
 )
 
-// Trainer trains a layers.LM on a byte corpus with AdamW. Its training graph
-// (ids -> logits -> cross-entropy, with gradients) is built once, for
-// [Batch, SeqLen], and reused by every update.
+// Trainer applies the engine's updates to a Task: AdamW with a warm-up
+// cosine schedule, global-norm clipping and non-finite checks. The task's
+// training graph (with its gradients) is built once, for one batch, and
+// reused by every update. New makes the trainer of the byte-level language
+// model (LMTask), NewTaskTrainer that of any task.
 type Trainer struct {
-	Cfg    Config
+	Cfg Config
+	// Corpus is the language model's corpus (nil for other tasks).
 	Corpus *Corpus
+	// Task is what is trained.
+	Task Task
 	// Params holds the model's weights; graphs built from it (evaluation at
 	// other lengths, sampling) share them.
 	Params *graph.Params
 	Opt    optim.Optimizer
 	Sched  optim.WarmupCosine
 
-	step    int
-	batcher *Batcher
+	step int
 	// broken is set when an update left non-finite weights: the trainer
 	// refuses further updates and saves.
 	broken error
 
-	g          *G.ExprGraph
-	lm         *layers.LM
-	idsN, tgtN *G.Node
-	loss       *G.Node
-	learn      G.Nodes
-	vm         G.VM
-	idsT, tgtT *tensor.Dense
-	ids, tgts  []int
+	g     *G.ExprGraph
+	lm    *LMTask // Task, if it is the language model
+	loss  *G.Node
+	learn G.Nodes
+	vm    G.VM
 }
 
 // StepResult describes one update.
@@ -45,8 +47,8 @@ type StepResult struct {
 	// Step is the number of completed updates after this one (1-based
 	// index of the update).
 	Step int
-	// Loss is the mean training cross-entropy of the batch in nats, before
-	// the update.
+	// Loss is the mean training loss of the batch in nats (for the language
+	// model, the cross-entropy), before the update.
 	Loss float64
 	// GradNorm is the global gradient norm before clipping.
 	GradNorm float64
@@ -59,32 +61,41 @@ type StepResult struct {
 // New validates cfg, checks that the corpus is long enough and that the
 // estimated memory of the run (EstimateMemory) fits in the available memory,
 // creates the model's parameters (seeded with cfg.Seed) and builds the
-// training graph. Trainer.Cfg is cfg.Resolved().
+// training graph of the language model: NewTaskTrainer(cfg, NewLMTask(cfg,
+// c)). Trainer.Cfg is cfg.Resolved().
 func New(cfg Config, c *Corpus) (*Trainer, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	if err := CheckMemory(cfg, 0); err != nil {
-		return nil, err
-	}
-	cfg = cfg.Resolved()
-	if c == nil {
-		return nil, errors.New("trainer: nil corpus")
-	}
-	if err := c.CheckWindow(cfg.SeqLen); err != nil {
-		return nil, err
-	}
-	bt, err := NewBatcher(c.Train, cfg.Batch, cfg.SeqLen, uint64(cfg.Seed))
+	task, err := NewLMTask(cfg, c)
 	if err != nil {
 		return nil, err
 	}
+	return NewTaskTrainer(cfg, task)
+}
+
+// NewTaskTrainer validates cfg (Config.ValidateTraining; cfg.Model is the
+// task's model configuration, recorded in checkpoints), creates the
+// parameter store (cfg.Dtype, seeded with cfg.Seed), AdamW and the schedule
+// of cfg, lets task build its graph (Task.Build), checks that the loss is a
+// scalar of cfg.Dtype and that the learnable nodes are exactly the
+// parameters, and adds the gradients and the tape machine. Trainer.Cfg is
+// cfg.Resolved(). Errors name the problem; the task's own errors are
+// returned as they are.
+func NewTaskTrainer(cfg Config, task Task) (*Trainer, error) {
+	if err := cfg.ValidateTraining(); err != nil {
+		return nil, err
+	}
+	if task == nil {
+		return nil, errors.New("trainer: nil task")
+	}
+	cfg = cfg.Resolved()
 	t := &Trainer{
-		Cfg:     cfg,
-		Corpus:  c,
-		Params:  graph.NewParams(cfg.Dtype, cfg.Seed),
-		Opt:     optim.NewAdamW(cfg.LR, cfg.Beta1, cfg.Beta2, cfg.AdamEps, cfg.WeightDecay),
-		Sched:   optim.WarmupCosine{Peak: cfg.LR, Warmup: cfg.Warmup, Total: cfg.Steps, Floor: cfg.FloorFrac},
-		batcher: bt,
+		Cfg:    cfg,
+		Task:   task,
+		Params: graph.NewParams(cfg.Dtype, cfg.Seed),
+		Opt:    optim.NewAdamW(cfg.LR, cfg.Beta1, cfg.Beta2, cfg.AdamEps, cfg.WeightDecay),
+		Sched:  optim.WarmupCosine{Peak: cfg.LR, Warmup: cfg.Warmup, Total: cfg.Steps, Floor: cfg.FloorFrac},
+	}
+	if lm, ok := task.(*LMTask); ok {
+		t.lm, t.Corpus = lm, lm.corpus
 	}
 	if err := t.build(); err != nil {
 		return nil, err
@@ -94,26 +105,15 @@ func New(cfg Config, c *Corpus) (*Trainer, error) {
 
 // build creates the training graph and its tape machine.
 func (t *Trainer) build() error {
-	b, l := t.Cfg.Batch, t.Cfg.SeqLen
 	t.g = G.NewGraph()
-	lm, err := layers.NewLM(t.g, t.Params, t.Cfg.Model)
+	loss, learn, err := t.Task.Build(t.g, t.Params)
 	if err != nil {
-		return errors.WithMessage(err, "trainer: building the model")
-	}
-	t.lm = lm
-	t.ids, t.tgts = make([]int, b*l), make([]int, b*l)
-	t.idsT = tensor.New(tensor.WithShape(b, l), tensor.WithBacking(t.ids))
-	t.tgtT = tensor.New(tensor.WithShape(b*l), tensor.WithBacking(t.tgts))
-	t.idsN = G.NewMatrix(t.g, tensor.Int, G.WithShape(b, l), G.WithName("trainer_ids"), G.WithValue(t.idsT))
-	t.tgtN = G.NewVector(t.g, tensor.Int, G.WithShape(b*l), G.WithName("trainer_targets"), G.WithValue(t.tgtT))
-	logits, err := lm.Fwd(t.idsN) // [B*L, V]
-	if err != nil {
-		return errors.WithMessagef(err, "trainer: model at length %d", l)
-	}
-	if t.loss, err = graph.CrossEntropy(logits, t.tgtN); err != nil {
 		return err
 	}
-	t.learn = lm.Learnables()
+	if err := t.checkBuilt(loss, learn); err != nil {
+		return errors.WithMessagef(err, "trainer: task %q", t.Task.Kind())
+	}
+	t.loss, t.learn = loss, learn
 	if len(t.learn) != len(t.Params.Names()) {
 		return errors.Errorf("trainer: the model has %d learnable nodes but %d parameters", len(t.learn), len(t.Params.Names()))
 	}
@@ -124,16 +124,72 @@ func (t *Trainer) build() error {
 	return nil
 }
 
+// checkBuilt checks what Task.Build returned: a scalar loss of the run's
+// dtype in the training graph, and learnable nodes that are distinct
+// parameters of the store.
+func (t *Trainer) checkBuilt(loss *G.Node, learn G.Nodes) error {
+	if loss == nil {
+		return errors.New("Build returned a nil loss")
+	}
+	if loss.Graph() != t.g {
+		return errors.New("the loss is not a node of the training graph")
+	}
+	if !loss.IsScalar() && !(loss.Shape().TotalSize() == 1 && loss.Dims() == 1) {
+		return errors.Errorf("the loss has shape %v, want a scalar", loss.Shape())
+	}
+	if dt, ok := nodeDtype(loss); !ok || dt != t.Cfg.Dtype {
+		return errors.Errorf("the loss is of type %v, want %v", loss.Type(), t.Cfg.Dtype)
+	}
+	seen := map[string]bool{}
+	for i, n := range learn {
+		if n == nil {
+			return errors.Errorf("learnable node %d is nil", i)
+		}
+		if _, ok := t.Params.Info(n.Name()); !ok {
+			return errors.Errorf("learnable node %q is not a parameter of the store", n.Name())
+		}
+		if seen[n.Name()] {
+			return errors.Errorf("learnable node %q is listed twice", n.Name())
+		}
+		seen[n.Name()] = true
+	}
+	return nil
+}
+
+// nodeDtype is n.Dtype(), which panics on a type without one.
+func nodeDtype(n *G.Node) (dt tensor.Dtype, ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	return n.Dtype(), true
+}
+
 // Step returns the number of completed updates.
 func (t *Trainer) Step() int { return t.step }
 
-// LM returns the model of the training graph.
-func (t *Trainer) LM() *layers.LM { return t.lm }
+// LM returns the model of the training graph of the language model (nil if
+// the task is another).
+func (t *Trainer) LM() *layers.LM {
+	if t.lm == nil {
+		return nil
+	}
+	return t.lm.lm
+}
 
-// Close releases the training graph's machine.
+// Close releases the training graph's machine, and the task's resources if
+// it implements io.Closer.
 func (t *Trainer) Close() error {
+	var cerr error
+	if c, ok := t.Task.(io.Closer); ok {
+		cerr = c.Close()
+	}
 	t.Params.Forget(t.g)
-	return t.vm.Close()
+	if err := t.vm.Close(); err != nil {
+		return err
+	}
+	return cerr
 }
 
 // optParams pairs every parameter with its gradient after a run.
@@ -158,7 +214,7 @@ func (t *Trainer) optParams() ([]optim.Param, error) {
 	return ps, nil
 }
 
-// TrainStep draws a batch and applies one update: forward and backward
+// TrainStep draws a batch (Task.Next) and applies one update: forward and backward
 // pass, global-norm clipping, learning rate from the schedule, AdamW step
 // (which zeroes the gradients). If the loss or the gradient norm is NaN or
 // infinite, the weights and the optimizer state are left untouched and the
@@ -172,12 +228,8 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 	if t.broken != nil {
 		return res, t.broken
 	}
-	t.batcher.Next(t.ids, t.tgts)
-	if err := G.Let(t.idsN, t.idsT); err != nil {
-		return res, errors.Wrap(err, "trainer: binding ids")
-	}
-	if err := G.Let(t.tgtN, t.tgtT); err != nil {
-		return res, errors.Wrap(err, "trainer: binding targets")
+	if err := t.Task.Next(); err != nil {
+		return res, errors.WithMessagef(err, "trainer: step %d: next batch", s+1)
 	}
 	defer t.vm.Reset()
 	if err := t.vm.RunAll(); err != nil {
@@ -258,26 +310,36 @@ func scalar(v G.Value) float64 {
 }
 
 // Checkpoint returns the trainer's state: config, step, batch generator,
-// parameters and optimizer state.
+// parameters and optimizer state, and the task's kind, data hash and
+// configuration (TaskConfigurer).
 func (t *Trainer) Checkpoint() (*Checkpoint, error) {
 	if t.broken != nil {
 		return nil, t.broken
 	}
-	rng, err := t.batcher.State()
+	rng, err := t.Task.State()
 	if err != nil {
 		return nil, errors.Wrap(err, "trainer: batch generator state")
 	}
-	return &Checkpoint{
+	ck := &Checkpoint{
 		Config:     t.Cfg,
 		Step:       t.step,
 		RNG:        rng,
 		Params:     paramsFrom(t.Params),
 		Optim:      t.Opt.State(),
-		CorpusHash: t.Corpus.Hash(),
-		CorpusPath: t.Corpus.Path,
+		CorpusHash: t.Task.DataHash(),
 		Provenance: Provenance(),
-		Format:     checkpointFormat,
-	}, nil
+		Task:       t.Task.Kind(),
+	}
+	if dp, ok := t.Task.(interface{ DataPath() string }); ok {
+		ck.CorpusPath = dp.DataPath()
+	}
+	if tc, ok := t.Task.(TaskConfigurer); ok {
+		if ck.TaskConfig, err = tc.TaskConfig(); err != nil {
+			return nil, errors.WithMessagef(err, "trainer: configuration of task %q", ck.Task)
+		}
+	}
+	ck.Format = ck.format()
+	return ck, nil
 }
 
 // Save writes the trainer's checkpoint to path atomically.
@@ -289,20 +351,30 @@ func (t *Trainer) Save(path string) error {
 	return ck.Save(path)
 }
 
-// Restore resumes from ck: it checks that ck was trained on the same corpus
-// (same Corpus.Hash; not checked for a v1 checkpoint, which has none) and
-// with the same model, batch, sequence length, seed and dtype (see
-// ResumeRules; the error lists the differing options), then restores the
-// weights, the optimizer state, the batch generator and the step. Other
-// settings (steps, learning rate, ...) are this run's (Config.Changes lists
-// them).
+// Restore resumes from ck: it checks that ck is of the same task (Kind; a
+// v1 or v2 checkpoint is of "lm"), trained on the same data (same
+// Task.DataHash, for the language model Corpus.Hash; not checked for a v1
+// checkpoint, which has none) with the same task configuration
+// (TaskConfigurer.CheckTaskConfig) and with the same model, batch, sequence
+// length, seed and dtype (see ResumeRules; the error lists the differing
+// options), then restores the weights, the optimizer state, the batch
+// generator and the step. Other settings (steps, learning rate, ...) are
+// this run's (Config.Changes lists them).
 func (t *Trainer) Restore(ck *Checkpoint) error {
+	if err := checkKind(ck, t.Task); err != nil {
+		return err
+	}
 	if err := t.Cfg.Mismatch(ck.Config); err != nil {
 		return err
 	}
-	if h := t.Corpus.Hash(); ck.CorpusHash != "" && ck.CorpusHash != h {
-		return errors.Errorf("checkpoint was trained on a corpus with SHA-256 %s; this run's corpus %s has SHA-256 %s",
-			ck.CorpusHash, t.Corpus.name(), h)
+	if h := t.Task.DataHash(); ck.CorpusHash != "" && ck.CorpusHash != h {
+		if dm, ok := t.Task.(interface{ dataMismatch(string) error }); ok {
+			return dm.dataMismatch(ck.CorpusHash)
+		}
+		return errors.Errorf("checkpoint was trained on data with hash %s; this run's data has hash %s", ck.CorpusHash, h)
+	}
+	if err := checkTaskConfig(ck, t.Task); err != nil {
+		return err
 	}
 	if err := ck.RestoreParams(t.Params); err != nil {
 		return err
@@ -310,12 +382,65 @@ func (t *Trainer) Restore(ck *Checkpoint) error {
 	if err := t.Opt.LoadState(ck.Optim); err != nil {
 		return errors.WithMessage(err, "checkpoint: optimizer state")
 	}
-	if err := t.batcher.SetState(ck.RNG); err != nil {
+	if err := t.Task.SetState(ck.RNG); err != nil {
 		return errors.WithMessage(err, "checkpoint")
 	}
 	t.step = ck.Step
 	t.broken = nil
 	return nil
+}
+
+// checkKind refuses a checkpoint of another task kind.
+func checkKind(ck *Checkpoint, task Task) error {
+	if k := ck.kind(); k != task.Kind() {
+		return errors.Errorf("checkpoint is of task %q; this run trains %q", k, task.Kind())
+	}
+	return nil
+}
+
+// checkTaskConfig refuses a checkpoint the task's CheckTaskConfig refuses.
+func checkTaskConfig(ck *Checkpoint, task Task) error {
+	if tc, ok := task.(TaskConfigurer); ok {
+		if err := tc.CheckTaskConfig(ck.TaskConfig); err != nil {
+			return errors.WithMessagef(err, "checkpoint of another %s configuration", task.Kind())
+		}
+	}
+	return nil
+}
+
+// LoadTaskModel reads the checkpoint at path, checks that it is of task's
+// kind and task configuration (TaskConfigurer; the data is not checked, so
+// the weights can be evaluated on other data), and returns a parameter
+// store of the checkpoint's dtype holding its weights, with the checkpoint.
+// The store's parameters are created by task.Build on a graph that is then
+// discarded, so task must not be training (Build rebinds its inputs); a
+// model whose parameters differ from the checkpoint's is an error naming
+// the parameter. Errors name the file.
+func LoadTaskModel(path string, task Task) (*graph.Params, *Checkpoint, error) {
+	if task == nil {
+		return nil, nil, errors.New("trainer: nil task")
+	}
+	ck, err := LoadCheckpoint(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkKind(ck, task); err != nil {
+		return nil, nil, errors.WithMessagef(err, "checkpoint %s", path)
+	}
+	if err := checkTaskConfig(ck, task); err != nil {
+		return nil, nil, errors.WithMessagef(err, "checkpoint %s", path)
+	}
+	p := graph.NewParams(ck.Config.Dtype, ck.Config.Seed)
+	g := G.NewGraph()
+	_, _, err = task.Build(g, p)
+	p.Forget(g)
+	if err != nil {
+		return nil, nil, errors.WithMessagef(err, "checkpoint %s: building the model", path)
+	}
+	if err := ck.RestoreParams(p); err != nil {
+		return nil, nil, errors.WithMessagef(err, "checkpoint %s", path)
+	}
+	return p, ck, nil
 }
 
 // Load reads the checkpoint at path and restores it (see Restore); errors

@@ -1,0 +1,100 @@
+package trainer
+
+import (
+	G "gorgonia.org/gorgonia"
+
+	"github.com/rpe-go/rpe/graph"
+)
+
+// Task is a model plus its data: what the engine (RunTask, NewTaskTrainer)
+// trains. The engine owns the parameter store, the optimizer, the schedule,
+// clipping, the non-finite checks, checkpoints and the run loop; the task
+// builds the graph, feeds it batches and scores the weights. A task serves
+// one trainer: Build is called once, then Next before every update.
+// NewLMTask is the byte-level language model.
+type Task interface {
+	// Kind names the task in logs and checkpoints ("lm" for the language
+	// model). A checkpoint of another kind is refused on resume.
+	Kind() string
+	// Build creates the model's parameters in p (seeded by p) and the
+	// training graph in g for one batch, and returns the scalar mean loss
+	// (nats; a 0-d node or one of shape [1], in p's dtype) and the
+	// learnable nodes (every parameter of p, each once). The engine adds
+	// the gradients and the tape machine. An error stops NewTaskTrainer.
+	Build(g *G.ExprGraph, p *graph.Params) (loss *G.Node, learn G.Nodes, err error)
+	// Next draws the next training batch and binds it to the graph's
+	// inputs (G.Let). The batches must depend only on the generator state
+	// (State), so that a resumed run draws the batches of an uninterrupted
+	// one.
+	Next() error
+	// Items is the number of items (tokens, images) in one training batch,
+	// for throughput.
+	Items() int
+	// State and SetState save and restore the batch generator
+	// (checkpointed); SetState returns an error for a state it cannot
+	// read.
+	State() ([]byte, error)
+	SetState([]byte) error
+	// Validate scores the weights p on the validation data, without
+	// disturbing the training graph (build a separate forward graph on p).
+	// An empty Name or a non-finite Value is an error of the engine.
+	Validate(p *graph.Params) (Validation, error)
+	// DataHash identifies the training data; a checkpoint of other data is
+	// refused on resume ("" is not checked).
+	DataHash() string
+	// Describe is a one-line description of the model and data for the log
+	// (called after Build).
+	Describe() string
+}
+
+// Validation is a task's validation result: Name ("bits/byte",
+// "accuracy"), Value, and Text (the full log line, printed at the end of a
+// run). Higher/lower-is-better does not matter to the engine. A zero
+// Validation (Name "") is "not measured".
+//
+// EvalResult holds the language model's details (bits per byte, windows,
+// scored targets); it is zero for other tasks.
+type Validation struct {
+	Name  string
+	Value float64
+	Text  string
+	EvalResult
+}
+
+// TaskConfigurer is an optional interface of a Task whose data or model has
+// settings outside Config (image size, patch size, data set). TaskConfig is
+// recorded in checkpoints as opaque bytes; on resume CheckTaskConfig
+// receives the bytes of the checkpoint (nil if it recorded none) and
+// returns an error naming what differs to refuse it.
+type TaskConfigurer interface {
+	TaskConfig() ([]byte, error)
+	CheckTaskConfig(saved []byte) error
+}
+
+// Units names, in the progress bar and the log, the loss and the items of a
+// task: Loss is the unit of the loss divided by ln 2 (default "bits"; the
+// language model's "bits/byte"), Items the plural of an item (default
+// "items"; "tokens"), ItemsShort its short form in the progress bar
+// (default Items; "tok").
+type Units struct{ Loss, Items, ItemsShort string }
+
+// UnitNamer is an optional interface of a Task giving its Units.
+type UnitNamer interface{ Units() Units }
+
+// unitsOf returns the units of task, with the defaults filled in.
+func unitsOf(task Task) Units {
+	var u Units
+	if n, ok := task.(UnitNamer); ok {
+		u = n.Units()
+	}
+	if u.Loss == "" {
+		u.Loss = "bits"
+	}
+	if u.Items == "" {
+		u.Items = "items"
+	}
+	if u.ItemsShort == "" {
+		u.ItemsShort = u.Items
+	}
+	return u
+}
