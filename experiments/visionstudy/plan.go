@@ -148,7 +148,7 @@ func (p Plan) Jobs() ([]Job, error) {
 func (p Plan) Config(j Job) (trainer.Config, error) {
 	c := p.Base
 	c.Seed = j.Seed
-	c.Model.Pos = j.Variant.Name
+	c.Model.Pos = j.Variant.Base
 	if err := j.Variant.Apply(&c); err != nil {
 		return c, err
 	}

@@ -292,3 +292,9 @@ func Accuracy(p *graph.Params, vit layers.ViTConfig, ds *images.Dataset, norm im
 	}
 	return r, nil
 }
+
+// Units implements trainer.UnitNamer: losses in bits per image, items are
+// images.
+func (t *Task) Units() trainer.Units {
+	return trainer.Units{Loss: "bits/image", Items: "images", ItemsShort: "img"}
+}
