@@ -43,7 +43,13 @@ type Attention struct {
 	Q, K, V, O *Linear
 	g          *G.ExprGraph
 	p          *graph.Params
+	probs      *G.Node
 }
+
+// Probs returns the attention probabilities [B, H, Tq, Tk] of the last Fwd
+// (nil before any), for inspection: its value is set once the graph has
+// run.
+func (a *Attention) Probs() *G.Node { return a.probs }
 
 // NewAttention creates the four projections in g.
 func NewAttention(g *G.ExprGraph, p *graph.Params, cfg AttentionConfig) (*Attention, error) {
@@ -175,6 +181,7 @@ func (a *Attention) FwdPositions(xq, xkv *G.Node, span posenc.Span, pos *posenc.
 	if err != nil {
 		return nil, errors.Wrapf(err, "attention %s", name)
 	}
+	a.probs = probs
 
 	var out *G.Node
 	if t, ok := a.Cfg.Pos.(posenc.ValueTermer); ok {
