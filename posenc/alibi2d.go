@@ -81,16 +81,15 @@ func Alibi2DTable(slopes []float64, rows, cols int) []float64 {
 	return out
 }
 
-func (e *Alibi2D) index(s *Site) (*Positions, gridIdx, error) {
+func (e *Alibi2D) index(s *Site) (gridIdx, error) {
 	p, err := grid2D("alibi-2d", s)
 	if err != nil {
-		return nil, gridIdx{}, err
+		return gridIdx{}, err
 	}
 	cols := p.Extent[1]
-	ix, err := gridIndex(&e.idx, "alibi-2d", s, p.Extent[0], cols, nil, func(qr, qc, kr, kc int) int {
+	return gridIndex(&e.idx, "alibi-2d", s, p.Extent[0], cols, nil, func(qr, qc, kr, kc int) int {
 		return int(absInt(qr-kr))*cols + int(absInt(qc-kc))
 	})
-	return p, ix, err
 }
 
 // BiasTable implements TableBiaser: the constant [Rows*Cols, H] of
@@ -113,11 +112,7 @@ func (e *Alibi2D) BiasTable(s *Site) (*G.Node, error) {
 // BiasIndex implements TableBiaser: the table row |Δr|*Cols + |Δc| of every
 // pair of tile t, shared by the batch.
 func (e *Alibi2D) BiasIndex(s *Site, _ int, t Tile, dst []int) (bool, error) {
-	_, ix, err := e.index(s)
-	if err != nil {
-		return false, err
-	}
-	return false, ix.tile("alibi-2d", s, t, dst)
+	return gridBiasIndex(e, s, t, dst)
 }
 
 // ScoreBias implements ScoreBiaser: a constant [H, TQ, TK] input node,
@@ -126,10 +121,11 @@ func (e *Alibi2D) BiasIndex(s *Site, _ int, t Tile, dst []int) (bool, error) {
 // returns an error naming the encoding if the site has no heads or
 // positions other than a 2-D grid.
 func (e *Alibi2D) ScoreBias(s *Site) (*G.Node, error) {
-	p, ix, err := e.index(s)
+	ix, err := e.index(s)
 	if err != nil {
 		return nil, err
 	}
+	p := s.Pos
 	key := alibi2DKey{pos: p.Key(), rows: p.Extent[0], cols: p.Extent[1], h: s.H, dt: s.Dtype()}
 	v, _ := e.biases.get(key, func() (*tensor.Dense, error) {
 		table := Alibi2DTable(AlibiSlopes(s.H), key.rows, key.cols)

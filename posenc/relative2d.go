@@ -131,28 +131,14 @@ func (e *Swin) index(s *Site) (gridIdx, error) {
 // shared by the batch. It returns an error naming the encoding unless the
 // site has 2-D grid positions within the table's offsets.
 func (e *Swin) BiasIndex(s *Site, _ int, t Tile, dst []int) (bool, error) {
-	ix, err := e.index(s)
-	if err != nil {
-		return false, err
-	}
-	return false, ix.tile("swin", s, t, dst)
+	return gridBiasIndex(e, s, t, dst)
 }
 
 // ScoreBias implements ScoreBiaser: bias [H, TQ, TK], bias[h, i, j] =
 // swin_bias[SwinIndex(...), h], the gather of TileBias over Site.Full. It
 // returns an error naming the encoding if the site has no heads, positions
 // other than a 2-D grid, or offsets beyond the table.
-func (e *Swin) ScoreBias(s *Site) (*G.Node, error) {
-	ix, err := e.index(s)
-	if err != nil {
-		return nil, err
-	}
-	table, err := e.BiasTable(s)
-	if err != nil {
-		return nil, err
-	}
-	return ix.bias("swin", table, s)
-}
+func (e *Swin) ScoreBias(s *Site) (*G.Node, error) { return gridScoreBias(e, s) }
 
 // SwinLog is Swin's relative bias (see Swin) with each axis offset bucketed
 // logarithmically, so that one table serves a grid of any size: the row and
@@ -166,10 +152,11 @@ func (e *Swin) ScoreBias(s *Site) (*G.Node, error) {
 // This is the "product" form of Wu et al. 2021 ("Rethinking and Improving
 // Relative Position Encoding for Vision Transformer", iRPE: one bucket per
 // axis, exact near 0 and log-spaced beyond) with T5's bucket rule per axis;
-// Swin V2 (Liu et al. 2022) instead feeds log-spaced offsets to an MLP. The
-// offsets the buckets keep exact are exactly Swin's near the diagonal; far
-// offsets share buckets, and no grid is too large. Defaults (Options): 8
-// buckets per sign (exact |Δ| <= 3), log buckets to 32.
+// Swin V2 (Liu et al. 2022) instead feeds log-spaced offsets to an MLP. Near
+// the diagonal it is as fine as swin: every offset with |Δrow| and |Δcol| <
+// Buckets/2 has a row of its own; far offsets share rows, and no grid is too
+// large. Defaults (Options): 8 buckets per sign (exact |Δ| <= 3), log
+// buckets to 32, a 256-row table (swin's for 7×7 has 169).
 //
 // Parameters, per layer: "<prefix>/swin_log_bias" [(2*Buckets)², H], init
 // N(0, InitStd²), not weight-decayed; with Alpha, "<prefix>/swin_log_alpha"
@@ -237,28 +224,14 @@ func (e *SwinLog) index(s *Site) (gridIdx, error) {
 // BiasIndex implements TableBiaser: SwinLogIndex of every pair of tile t,
 // shared by the batch.
 func (e *SwinLog) BiasIndex(s *Site, _ int, t Tile, dst []int) (bool, error) {
-	ix, err := e.index(s)
-	if err != nil {
-		return false, err
-	}
-	return false, ix.tile("swin-log", s, t, dst)
+	return gridBiasIndex(e, s, t, dst)
 }
 
 // ScoreBias implements ScoreBiaser: bias [H, TQ, TK], bias[h, i, j] =
 // swin_log_bias[SwinLogIndex(...), h], the gather of TileBias over
 // Site.Full. It returns an error naming the encoding if the site has no
 // heads or positions other than a 2-D grid.
-func (e *SwinLog) ScoreBias(s *Site) (*G.Node, error) {
-	ix, err := e.index(s)
-	if err != nil {
-		return nil, err
-	}
-	table, err := e.BiasTable(s)
-	if err != nil {
-		return nil, err
-	}
-	return ix.bias("swin-log", table, s)
-}
+func (e *SwinLog) ScoreBias(s *Site) (*G.Node, error) { return gridScoreBias(e, s) }
 
 // Helpers shared by the 2-D table biases (swin, swin-log, alibi-2d).
 
@@ -356,6 +329,42 @@ func gridIndex(c *tableCache[gridIdxKey, gridIdx], enc string, s *Site, a, b int
 	})
 }
 
+// gridTabler is a 2-D table bias: its table and the cached indices of a
+// site.
+type gridTabler interface {
+	Name() string
+	BiasTable(s *Site) (*G.Node, error)
+	index(s *Site) (gridIdx, error)
+}
+
+// gridBiasIndex is BiasIndex of a gridTabler: the rows of tile t, shared by
+// the batch.
+func gridBiasIndex(e gridTabler, s *Site, t Tile, dst []int) (bool, error) {
+	ix, err := e.index(s)
+	if err != nil {
+		return false, err
+	}
+	return false, ix.tile(e.Name(), s, t, dst)
+}
+
+// gridScoreBias is ScoreBias of a gridTabler: the bias [H, TQ, TK] gathered
+// from its table.
+func gridScoreBias(e gridTabler, s *Site) (*G.Node, error) {
+	ix, err := e.index(s)
+	if err != nil {
+		return nil, err
+	}
+	table, err := e.BiasTable(s)
+	if err != nil {
+		return nil, err
+	}
+	out, err := headTableBias(table, ix.flat, s.H, ix.tq, ix.tk)
+	if err != nil {
+		return nil, errors.Wrapf(err, "posenc %s: bias [%d, %d, %d] from table %v", e.Name(), s.H, ix.tq, ix.tk, table.Shape())
+	}
+	return out, nil
+}
+
 // tile writes the rows of tile t into dst.
 func (ix gridIdx) tile(enc string, s *Site, t Tile, dst []int) error {
 	if err := CheckTile(s, t); err != nil {
@@ -369,13 +378,4 @@ func (ix gridIdx) tile(enc string, s *Site, t Tile, dst []int) error {
 		copy(dst[(i-t.Q0)*tk:(i-t.Q0+1)*tk], ix.rows[i*ix.tk+t.K0:i*ix.tk+t.K1])
 	}
 	return nil
-}
-
-// bias gathers the bias [H, TQ, TK] from table [R, H].
-func (ix gridIdx) bias(enc string, table *G.Node, s *Site) (*G.Node, error) {
-	out, err := headTableBias(table, ix.flat, s.H, ix.tq, ix.tk)
-	if err != nil {
-		return nil, errors.Wrapf(err, "posenc %s: bias [%d, %d, %d] from table %v", enc, s.H, ix.tq, ix.tk, table.Shape())
-	}
-	return out, nil
 }
