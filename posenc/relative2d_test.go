@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand"
 	"strings"
+	"sync"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -353,6 +354,43 @@ func TestGrid2DPositionsCache(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestGrid2DConcurrent builds biases from one encoding value in several
+// goroutines at once, over grids that miss the caches (run with -race).
+func TestGrid2DConcurrent(t *testing.T) {
+	o := posenc.Options{GridRows: 4, GridCols: 5, Rel2DBuckets: 2, Rel2DMaxDistance: 3}
+	for _, name := range []string{"swin", "swin-log", "alibi-2d"} {
+		enc, err := posenc.New(name, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb := enc.(posenc.TableBiaser)
+		var wg sync.WaitGroup
+		errs := make(chan error, 12)
+		for w := 0; w < 4; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				for r := 0; r < 3; r++ {
+					grid, _ := posenc.NewGrid(1+(w+r)%4, 2+w%4)
+					s := gridSite(grid, 1+w)
+					if _, err := tb.ScoreBias(s); err != nil {
+						errs <- err
+						continue
+					}
+					if _, err := posenc.TileBias(tb, s, s.Full()); err != nil {
+						errs <- err
+					}
+				}
+			}(w)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("%s: %v", name, err)
 		}
 	}
 }
