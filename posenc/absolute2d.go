@@ -30,10 +30,10 @@ const (
 	ResampleBicubic  = "bicubic"
 )
 
-// grid2 returns the 2-D grid positions of an input hook's site and the
+// absInputGrid returns the 2-D grid positions of an input hook's site and the
 // input's sizes, or an error naming the encoding: x must be [B, T, DModel]
 // and s.Pos 2-D grid positions with T queries.
-func grid2(name string, s *Site, x *G.Node) (p *Positions, t, d int, err error) {
+func absInputGrid(name string, s *Site, x *G.Node) (p *Positions, t, d int, err error) {
 	sh := x.Shape()
 	if sh.Dims() != 3 || sh[2] != s.DModel {
 		return nil, 0, 0, errors.Errorf("posenc %s: input has shape %v, want [B, T, %d]", name, sh, s.DModel)
@@ -134,7 +134,7 @@ func (*Learned2D) Accepts() []PosKind { return []PosKind{PosGrid} }
 // Errors: x not [B, T, DModel], positions other than a 2-D grid of T
 // queries, or a grid other than Rows×Cols with Resample "none".
 func (e *Learned2D) AddToInput(s *Site, x *G.Node) (*G.Node, error) {
-	pos, t, d, err := grid2(e.Name(), s, x)
+	pos, t, d, err := absInputGrid(e.Name(), s, x)
 	if err != nil {
 		return nil, err
 	}
@@ -352,7 +352,7 @@ func Sinusoid2DTable(coords []int, d int) ([]float64, error) {
 // grid coordinates. Errors: x not [B, T, DModel], d not a multiple of 4,
 // positions other than a 2-D grid of T queries.
 func (e *Sinusoidal2D) AddToInput(s *Site, x *G.Node) (*G.Node, error) {
-	pos, t, d, err := grid2(e.Name(), s, x)
+	pos, t, d, err := absInputGrid(e.Name(), s, x)
 	if err != nil {
 		return nil, err
 	}
