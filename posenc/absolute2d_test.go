@@ -320,3 +320,44 @@ func TestSinusoidal2DAdds(t *testing.T) {
 		t.Error("a negative scale was accepted")
 	}
 }
+
+// TestAbsolute2DFloat32 builds both encodings in a float32 graph (the
+// training dtype), learned-2d resampled, and compares with float64.
+func TestAbsolute2DFloat32(t *testing.T) {
+	grid, _ := posenc.NewGrid(4, 6)
+	for _, name := range []string{"learned-2d", "sinusoidal-2d"} {
+		enc, err := posenc.New(name, posenc.Options{GridRows: 3, GridCols: 4, GridResample: "bicubic"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var outs [2][]float64
+		for k, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
+			g := G.NewGraph()
+			p := graph.NewParams(dt, 1)
+			xv := make([]float64, 24*8)
+			for i := range xv {
+				xv[i] = float64(i%5) * 0.1
+			}
+			x := G.NewTensor(g, dt, 3, G.WithShape(1, 24, 8), G.WithName("x"), G.WithValue(graph.FromFloat64s(dt, tensor.Shape{1, 24, 8}, xv)))
+			s := &posenc.Site{G: g, Params: p, Layer: -1, B: 1, H: 1, DHead: 8, DModel: 8, Span: posenc.Span{TQ: 24, TK: 24}, Pos: grid}
+			y, err := enc.(posenc.InputAdder).AddToInput(s, x)
+			if err != nil {
+				t.Fatalf("%s %v: %v", name, dt, err)
+			}
+			if err := runGraph(g); err != nil {
+				t.Fatalf("%s %v: %v", name, dt, err)
+			}
+			outs[k] = graph.ToFloat64s(y.Value())
+		}
+		closeTo(t, name+" float32", outs[1], outs[0], 1e-6)
+	}
+	// A grid positions of 4 tokens given an input of 5.
+	enc, _ := posenc.New("sinusoidal-2d", posenc.Options{})
+	g := G.NewGraph()
+	x := G.NewTensor(g, tensor.Float64, 3, G.WithShape(1, 5, 8), G.WithName("x"), G.WithInit(G.Zeroes()))
+	small, _ := posenc.NewGrid(2, 2)
+	s := &posenc.Site{G: g, Params: graph.NewParams(tensor.Float64, 1), Layer: -1, B: 1, H: 1, DHead: 8, DModel: 8, Span: posenc.Span{TQ: 5, TK: 5}, Pos: small}
+	if _, err := enc.(posenc.InputAdder).AddToInput(s, x); err == nil || !strings.Contains(err.Error(), "grid 2x2 positions have 4 query positions, the input has 5 tokens") {
+		t.Errorf("4 positions for 5 tokens: %v", err)
+	}
+}
