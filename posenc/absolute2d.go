@@ -74,9 +74,11 @@ func absInputGrid(name string, s *Site, x *G.Node) (p *Positions, t, d int, err 
 //     into the table.
 //
 // timm's resample_abs_pos_embed defaults to antialias=True, which differs
-// from this when downsizing, and its antialiased bicubic uses A = -0.5; the
-// fine-tuning recipes of ViT, DeiT and MAE (interpolate_pos_embed) call
-// F.interpolate without antialiasing, as here.
+// from this (PyTorch's antialiased kernels spread the taps when downsizing,
+// renormalise at the border instead of clamping, and use A = -0.5 for
+// bicubic); MAE's interpolate_pos_embed (util/pos_embed.py) calls
+// F.interpolate(mode='bicubic', align_corners=False) without antialiasing,
+// as here. The original ViT code resamples with scipy's zoom instead.
 //
 // One value may build graphs from several goroutines at once.
 type Learned2D struct {
