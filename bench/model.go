@@ -23,7 +23,7 @@ var Encodings = trainable()
 
 // trainable returns the trained encodings of posenc in table order, as the
 // extrapolation study's list does.
-func trainable() []string { return posenc.Trainable() }
+func trainable() []string { return posenc.TrainableOn(posenc.PosLine) }
 
 // Shape is the model and batch geometry shared by both sides, and the Go
 // side's whole configuration.

@@ -2,6 +2,7 @@ package posenc_test
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -15,7 +16,19 @@ import (
 
 // buildWith builds one attention layer (and the input term, for an
 // InputAdder) with enc in a fresh graph and parameter store, and runs it.
+//
+// An encoding that does not serve line positions gets a 1×TQ grid (and
+// TK = TQ): its caches are keyed by the positions instead of the span.
 func buildWith(enc posenc.Encoding, span posenc.Span, causal bool) error {
+	var pos *posenc.Positions
+	if !slices.Contains(posenc.Accepted(enc), posenc.PosLine) {
+		var err error
+		if pos, err = posenc.NewGrid(1, span.TQ); err != nil {
+			return err
+		}
+		span = posenc.Span{TQ: span.TQ, TK: span.TQ}
+		causal = false
+	}
 	g := G.NewGraph()
 	p := graph.NewParams(tensor.Float64, 1)
 	const b, d, h = 2, 8, 2
@@ -29,7 +42,7 @@ func buildWith(enc posenc.Encoding, span posenc.Span, causal bool) error {
 	}
 	xq, xkv := mk("xq", span.TQ), mk("xkv", span.TK)
 	if ad, ok := enc.(posenc.InputAdder); ok {
-		site := &posenc.Site{G: g, Params: p, Layer: -1, B: b, H: h, DHead: d / h, DModel: d, Span: span, Causal: causal}
+		site := &posenc.Site{G: g, Params: p, Layer: -1, B: b, H: h, DHead: d / h, DModel: d, Span: span, Pos: pos, Causal: causal}
 		var err error
 		if xq, err = ad.AddToInput(site, xq); err != nil {
 			return err
@@ -39,7 +52,7 @@ func buildWith(enc posenc.Encoding, span posenc.Span, causal bool) error {
 	if err != nil {
 		return err
 	}
-	if _, err := a.Fwd(xq, xkv, span, nil); err != nil {
+	if _, err := a.FwdPositions(xq, xkv, span, pos, nil); err != nil {
 		return err
 	}
 	return runGraph(g)

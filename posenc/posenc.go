@@ -2,6 +2,7 @@ package posenc
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -383,6 +384,20 @@ func Trainable() []string {
 	var out []string
 	for _, i := range Registered() {
 		if !i.EvalOnly {
+			out = append(out, i.Name)
+		}
+	}
+	return out
+}
+
+// TrainableOn returns the names of Trainable that serve positions of kind
+// k, in Registered's order: TrainableOn(PosLine) are the encodings of a
+// language model, TrainableOn(PosGrid) those of a ViT (the 1-D ones
+// included only if they also serve grids).
+func TrainableOn(k PosKind) []string {
+	var out []string
+	for _, i := range Registered() {
+		if !i.EvalOnly && slices.Contains(i.Positions, k) {
 			out = append(out, i.Name)
 		}
 	}

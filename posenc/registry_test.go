@@ -2,9 +2,15 @@ package posenc_test
 
 import (
 	"reflect"
+	"slices"
 	"sort"
 	"testing"
 
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/rpe-go/rpe/graph"
+	"github.com/rpe-go/rpe/layers"
 	"github.com/rpe-go/rpe/posenc"
 )
 
@@ -21,6 +27,12 @@ func TestRegistered(t *testing.T) {
 	}
 	wantOrder := []string{"none", "sinusoidal", "learned", "shaw", "shaw-scalar", "t5", "xl", "deberta", "rope", "alibi",
 		"rope-pi", "rope-ntk", "rope-dynamic", "rope-yarn"}
+	// The 2-D encodings follow, in posenc's table order, as they are registered.
+	for _, n := range []string{"learned-2d", "sinusoidal-2d", "swin", "swin-log", "alibi-2d", "rope-2d", "rope-mixed", "cpe"} {
+		if _, ok := posenc.InfoOf(n); ok {
+			wantOrder = append(wantOrder, n)
+		}
+	}
 	if !reflect.DeepEqual(names, wantOrder) {
 		t.Fatalf("Registered order %v, want %v", names, wantOrder)
 	}
@@ -49,7 +61,15 @@ func TestRegistered(t *testing.T) {
 				t.Errorf("%s: base %q without EvalOnly", i.Name, i.Base)
 			}
 		}
-		// Learnable <=> the tiny LM has parameters beyond the 2-layer model's
+		// Learnable <=> the tiny LM (or ViT, for an encoding of grid
+		// positions only) has parameters beyond the 2-layer model's
+		if !slices.Contains(i.Positions, posenc.PosLine) {
+			n, base := len(vitWeights(t, i.Name)), len(vitWeights(t, "none"))
+			if got := n > base; got != i.Learnable {
+				t.Errorf("%s: Learnable %v, but the ViT has %d parameters (%d without position encoding)", i.Name, i.Learnable, n, base)
+			}
+			continue
+		}
 		w := weightsFor(t, i.Name, posenc.Options{}, true, 4, 1)
 		if got := len(w) > 4+2*(2+8+2+4); got != i.Learnable {
 			t.Errorf("%s: Learnable %v, but the model has %d parameters", i.Name, i.Learnable, len(w))
@@ -61,4 +81,21 @@ func TestRegistered(t *testing.T) {
 	if _, ok := posenc.InfoOf("rotary"); ok {
 		t.Fatal("InfoOf of an unknown name")
 	}
+}
+
+// vitWeights returns the parameter names of the tiny ViT with the encoding
+// after one forward pass on a 3×4 grid (tables created lazily included).
+func vitWeights(t *testing.T, name string) []string {
+	t.Helper()
+	g := G.NewGraph()
+	p := graph.NewParams(tensor.Float64, 1)
+	m, err := layers.NewViT(g, p, tinyViT(name, harnessOptions()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := G.NewTensor(g, tensor.Float64, 3, G.WithShape(1, 12, m.Cfg.PatchDim()), G.WithName("patches"), G.WithInit(G.Zeroes()))
+	if _, err := m.Fwd(in, 3, 4); err != nil {
+		t.Fatal(err)
+	}
+	return p.Names()
 }

@@ -37,7 +37,7 @@ var RopeScalings = []string{posenc.RopePI, posenc.RopeNTK, posenc.RopeDynamic, p
 var TrainableEncodings = trainable()
 
 // trainable returns the trained encodings of posenc in table order.
-func trainable() []string { return posenc.Trainable() }
+func trainable() []string { return posenc.TrainableOn(posenc.PosLine) }
 
 // Plan is a length-extrapolation study: one model per (encoding, seed),
 // trained with Base, each evaluated at Le = f·L for every factor f with both

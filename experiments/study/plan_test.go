@@ -36,7 +36,9 @@ func TestPresets(t *testing.T) {
 	}
 	var trainable []string
 	for _, n := range posenc.Names() {
-		if !slices.Contains(RopeScalings, n) {
+		// the language model's encodings: every one that serves line
+		// positions, but the evaluation-time RoPE scalings
+		if info, _ := posenc.InfoOf(n); !slices.Contains(RopeScalings, n) && slices.Contains(info.Positions, posenc.PosLine) {
 			trainable = append(trainable, n)
 		}
 	}
