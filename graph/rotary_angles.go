@@ -56,7 +56,7 @@ func rotaryAngles(x, angles *G.Node, pairing RotaryPairing, inverse bool) (*G.No
 	if err := checkRotaryAnglesShapes(x.Shape(), angles.Shape()); err != nil {
 		return nil, err
 	}
-	op := &rotaryAnglesOp{pairing: pairing, inverse: inverse, dims: x.Dims(), adims: angles.Dims()}
+	op := &rotaryAnglesOp{rotaryAnglesAttrs: rotaryAnglesAttrs{pairing: pairing, inverse: inverse, dims: x.Dims(), adims: angles.Dims()}}
 	return G.ApplyOp(op, x, angles)
 }
 
@@ -88,10 +88,26 @@ func checkRotaryAnglesShapes(xs, as tensor.Shape) error {
 // negated angles (its adjoint in x).
 type rotaryAnglesOp struct {
 	opBase
+	rotaryAnglesAttrs
+	res buf
+}
+
+// rotaryAnglesAttrs are the attributes of RotaryAngles and of its angle
+// gradient: the pairing, whether the rotation is by the negated angles,
+// and the ranks of x and of the angles.
+type rotaryAnglesAttrs struct {
 	pairing     RotaryPairing
 	inverse     bool
 	dims, adims int
-	res         buf
+}
+
+// check returns an error naming op unless x and angles have the op's
+// ranks and fit each other.
+func (a rotaryAnglesAttrs) check(op fmt.Stringer, xs, as tensor.Shape) error {
+	if len(xs) != a.dims || len(as) != a.adims {
+		return errors.Errorf("graph: %v: inputs have shapes %v and %v", op, xs, as)
+	}
+	return checkRotaryAnglesShapes(xs, as)
 }
 
 func (op *rotaryAnglesOp) Arity() int { return 2 }
@@ -103,16 +119,10 @@ func (op *rotaryAnglesOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := op.check(xs, as); err != nil {
+	if err := op.check(op, xs, as); err != nil {
 		return nil, err
 	}
 	return xs.Clone(), nil
-}
-func (op *rotaryAnglesOp) check(xs, as tensor.Shape) error {
-	if len(xs) != op.dims || len(as) != op.adims {
-		return errors.Errorf("graph: %v: inputs have shapes %v and %v", op, xs, as)
-	}
-	return checkRotaryAnglesShapes(xs, as)
 }
 func (op *rotaryAnglesOp) String() string {
 	name := "RotaryAngles"
@@ -132,7 +142,7 @@ func (op *rotaryAnglesOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error
 	if err != nil {
 		return nil, err
 	}
-	gop := &rotaryAnglesGradOp{pairing: op.pairing, inverse: op.inverse, dims: op.dims, adims: op.adims}
+	gop := &rotaryAnglesGradOp{rotaryAnglesAttrs: op.rotaryAnglesAttrs}
 	da, err := G.ApplyOp(gop, in[0], in[1], grad)
 	if err != nil {
 		return nil, err
@@ -199,7 +209,7 @@ func rotateRow[T float](xr, yr, c, s []T, pairing RotaryPairing) {
 func rotaryAnglesDo[T float](op *rotaryAnglesOp, xv, av G.Value) (G.Value, error) {
 	var name any = op
 	xs, as := xv.Shape(), av.Shape()
-	if err := op.check(xs, as); err != nil {
+	if err := op.check(op, xs, as); err != nil {
 		return nil, err
 	}
 	x, err := floats[T](name, xv)
@@ -230,10 +240,8 @@ func rotaryAnglesDo[T float](op *rotaryAnglesOp, xv, av G.Value) (G.Value, error
 // axes of x that the angles broadcast over. A gradient op: no derivative.
 type rotaryAnglesGradOp struct {
 	opBase
-	pairing     RotaryPairing
-	inverse     bool
-	dims, adims int
-	res         buf
+	rotaryAnglesAttrs
+	res buf
 }
 
 func (op *rotaryAnglesGradOp) Arity() int { return 3 }
@@ -272,10 +280,7 @@ func (op *rotaryAnglesGradOp) Do(vs ...G.Value) (G.Value, error) {
 func rotaryAnglesGradDo[T float](op *rotaryAnglesGradOp, vs []G.Value) (G.Value, error) {
 	var name any = op
 	xs, as := vs[0].Shape(), vs[1].Shape()
-	if len(xs) != op.dims || len(as) != op.adims {
-		return nil, errors.Errorf("graph: %v: inputs have shapes %v and %v", op, xs, as)
-	}
-	if err := checkRotaryAnglesShapes(xs, as); err != nil {
+	if err := op.check(op, xs, as); err != nil {
 		return nil, err
 	}
 	if err := checkShape(name, "gradient", vs[2], xs); err != nil {

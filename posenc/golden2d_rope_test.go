@@ -4,10 +4,8 @@ import (
 	"strconv"
 	"testing"
 
-	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/rpe-go/rpe/graph"
 	"github.com/rpe-go/rpe/posenc"
 )
 
@@ -42,54 +40,28 @@ func TestGolden2DRope(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			g := G.NewGraph()
-			p := graph.NewParams(tensor.Float64, 1)
-			node := func(n string) *G.Node {
-				sh := gc.shapes[n]
-				return G.NewTensor(g, tensor.Float64, len(sh), G.WithShape(sh...), G.WithName(n),
-					G.WithValue(graph.FromFloat64s(tensor.Float64, tensor.Shape(sh), gc.floats[n])))
-			}
-			q, k := node("q"), node("k")
-			s := &posenc.Site{G: g, Params: p, Prefix: "block0/attn", B: b, H: h, DHead: dh, DModel: h * dh,
-				Span: posenc.Span{TQ: grid.TQ, TK: grid.TK}, Pos: grid}
-			q2, k2, err := enc.(posenc.QKTransformer).TransformQK(s, q, k)
-			if err != nil {
-				t.Fatal(err)
-			}
-			wrt := G.Nodes{q, k}
-			freqs := "block0/attn/rope_mixed_freqs"
-			if pos == posenc.RopeMixedName {
-				if err := p.Set(freqs, gc.floats["freqs"]); err != nil {
-					t.Fatal(err)
+			vals := func(n string, shape []int) []float64 {
+				if !tensor.Shape(gc.shapes[n]).Eq(tensor.Shape(shape)) {
+					t.Fatalf("golden %s has shape %v, want %v", n, gc.shapes[n], shape)
 				}
-				wrt = append(wrt, p.Nodes(g)...)
+				return gc.floats[n]
 			}
-			lq := G.Must(G.Sum(G.Must(G.HadamardProd(q2, node("wq")))))
-			lk := G.Must(G.Sum(G.Must(G.HadamardProd(k2, node("wk")))))
-			loss := G.Must(G.Add(lq, lk))
-			if _, err := G.Grad(loss, wrt...); err != nil {
-				t.Fatal(err)
+			r := buildRope2D(t, enc, grid, b, h, dh, tensor.Float64, vals, gc.floats["freqs"])
+			if pos == posenc.RopeMixedName && len(r.wrt) != 3 {
+				t.Fatalf("wrt %v: the frequencies are missing", r.wrt)
 			}
-			m := G.NewTapeMachine(g, G.BindDualValues(wrt...))
-			defer m.Close()
-			if err := m.RunAll(); err != nil {
-				t.Fatal(err)
-			}
-			closeTo(t, name+" q_out", graph.ToFloat64s(q2.Value()), gc.floats["q_out"], 1e-5)
-			closeTo(t, name+" k_out", graph.ToFloat64s(k2.Value()), gc.floats["k_out"], 1e-5)
-			for _, n := range wrt {
-				gv, err := n.Grad()
-				if err != nil {
-					t.Fatal(err)
-				}
+			q2, k2, grads := r.run(t)
+			closeTo(t, name+" q_out", q2, gc.floats["q_out"], 1e-5)
+			closeTo(t, name+" k_out", k2, gc.floats["k_out"], 1e-5)
+			for i, n := range r.wrt {
 				want := "grad/" + n.Name()
-				if n.Name() == freqs {
+				if n.Name() == r.freqName {
 					want = "grad/freqs"
 				}
 				if gc.floats[want] == nil {
 					t.Fatalf("golden file has no %s", want)
 				}
-				closeTo(t, name+" "+want, graph.ToFloat64s(gv), gc.floats[want], 1e-5)
+				closeTo(t, name+" "+want, grads[i], gc.floats[want], 1e-5)
 			}
 		})
 	}

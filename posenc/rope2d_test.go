@@ -25,18 +25,31 @@ type rope2DGraph struct {
 	freqName string
 }
 
-// buildRope2D builds the graph of enc on grid positions pos with b
-// examples, h heads of dh dims, q and k drawn from seed (so graphs of two
-// dtypes see the same values). freqs, if not nil, is set into rope-mixed's
-// parameter.
-func buildRope2D(t *testing.T, enc posenc.Encoding, pos *posenc.Positions, b, h, dh int, dt tensor.Dtype, seed int64, freqs []float64) *rope2DGraph {
-	t.Helper()
+// randomValues returns a source of N(0, 1) values for buildRope2D drawn
+// from seed, so that graphs of two dtypes see the same values.
+func randomValues(seed int64) func(name string, shape []int) []float64 {
 	rng := rand.New(rand.NewSource(seed))
-	r := &rope2DGraph{g: G.NewGraph(), p: graph.NewParams(dt, 1), freqName: "block0/attn/rope_mixed_freqs"}
-	mk := func(name string, shape ...int) *G.Node {
+	return func(_ string, shape []int) []float64 {
 		d := make([]float64, tensor.Shape(shape).TotalSize())
 		for i := range d {
 			d[i] = rng.NormFloat64()
+		}
+		return d
+	}
+}
+
+// buildRope2D builds the graph of enc on grid positions pos with b
+// examples, h heads of dh dims; q, k and the loss weights wq, wk come from
+// vals (called in that order with their names and shapes). freqs, if not
+// nil, is set into rope-mixed's parameter.
+func buildRope2D(t *testing.T, enc posenc.Encoding, pos *posenc.Positions, b, h, dh int, dt tensor.Dtype,
+	vals func(name string, shape []int) []float64, freqs []float64) *rope2DGraph {
+	t.Helper()
+	r := &rope2DGraph{g: G.NewGraph(), p: graph.NewParams(dt, 1), freqName: "block0/attn/rope_mixed_freqs"}
+	mk := func(name string, shape ...int) *G.Node {
+		d := vals(name, shape)
+		if len(d) != tensor.Shape(shape).TotalSize() {
+			t.Fatalf("%s: %d values for shape %v", name, len(d), shape)
 		}
 		return G.NewTensor(r.g, dt, len(shape), G.WithShape(shape...), G.WithName(name),
 			G.WithValue(graph.FromFloat64s(dt, tensor.Shape(shape), d)))
@@ -151,7 +164,7 @@ func TestRope2DRelative(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				r := buildRope2D(t, newEnc(t, name, posenc.Options{}), pos, b, h, dh, tensor.Float64, 5, freqs)
+				r := buildRope2D(t, newEnc(t, name, posenc.Options{}), pos, b, h, dh, tensor.Float64, randomValues(5), freqs)
 				q2, k2, _ := r.run(t)
 				var s []float64
 				for hh := 0; hh < h; hh++ {
@@ -201,15 +214,15 @@ func TestRope2DGradCross(t *testing.T) {
 				t.Fatal(err)
 			}
 			enc := newEnc(t, name, posenc.Options{})
-			r := buildRope2D(t, enc, pos, 2, 2, 8, tensor.Float64, 9, nil)
+			r := buildRope2D(t, enc, pos, 2, 2, 8, tensor.Float64, randomValues(9), nil)
 			if name == posenc.RopeMixedName && len(r.wrt) != 3 {
 				t.Fatalf("wrt %v: the frequencies are missing", r.wrt)
 			}
 			if err := graph.GradCheck(r.g, r.loss, r.wrt, graph.GradCheckOpts{Seed: 1}); err != nil {
 				t.Fatal(err)
 			}
-			q64, k64, g64 := buildRope2D(t, enc, pos, 2, 2, 8, tensor.Float64, 9, nil).run(t)
-			q32, k32, g32 := buildRope2D(t, enc, pos, 2, 2, 8, tensor.Float32, 9, nil).run(t)
+			q64, k64, g64 := buildRope2D(t, enc, pos, 2, 2, 8, tensor.Float64, randomValues(9), nil).run(t)
+			q32, k32, g32 := buildRope2D(t, enc, pos, 2, 2, 8, tensor.Float32, randomValues(9), nil).run(t)
 			closeTo(t, "float32 q", q32, q64, 1e-5)
 			closeTo(t, "float32 k", k32, k64, 1e-5)
 			for i := range g64 {
@@ -299,8 +312,8 @@ func TestRopeMixedZeroAngleIsAxial(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := posenc.Options{Rope2DBase: base, RopeMixedBase: base}
-	qa, ka, ga := buildRope2D(t, newEnc(t, posenc.Rope2DName, o), pos, 2, h, dh, tensor.Float64, 3, nil).run(t)
-	qm, km, gm := buildRope2D(t, newEnc(t, posenc.RopeMixedName, o), pos, 2, h, dh, tensor.Float64, 3,
+	qa, ka, ga := buildRope2D(t, newEnc(t, posenc.Rope2DName, o), pos, 2, h, dh, tensor.Float64, randomValues(3), nil).run(t)
+	qm, km, gm := buildRope2D(t, newEnc(t, posenc.RopeMixedName, o), pos, 2, h, dh, tensor.Float64, randomValues(3),
 		posenc.RopeMixedFreqs(base, dh, make([]float64, h))).run(t)
 	closeTo(t, "q", qm, qa, 1e-12)
 	closeTo(t, "k", km, ka, 1e-12)
