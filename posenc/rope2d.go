@@ -54,8 +54,9 @@ func init() {
 // The cos/sin tables [T, dh/2] are computed on the host in float64 once per
 // (positions, queries or keys, dh) and cached; they enter graphs as
 // graph.Rotary tables (whose gradient is the inverse rotation). Rope2D has
-// no parameters. Build it with NewRope2D; one value may build graphs from
-// several goroutines at once.
+// no parameters. Build it with NewRope2D (a struct literal needs Base, and
+// gets the zero Pairing, graph.RotaryHalf, unless it sets one); one value
+// may build graphs from several goroutines at once.
 type Rope2D struct {
 	// Base is θ's base (Rope2DBase).
 	Base float64
@@ -221,8 +222,9 @@ func (e *Rope2D) TransformQK(s *Site, q, k *G.Node) (q2, k2 *G.Node, err error) 
 // coordinates [T, 2] (column, row) and F the frequencies [2, H·dh/2], then
 // [T, H, dh/2] -> [H, T, dh/2], and applied with graph.RotaryAngles, so
 // gradients reach the frequencies. Queries use s.Pos.QCoords, keys
-// s.Pos.KCoords. Build it with NewRopeMixed; one value may build graphs
-// from several goroutines at once.
+// s.Pos.KCoords. Build it with NewRopeMixed (a struct literal needs Base,
+// and gets the zero Pairing, graph.RotaryHalf, unless it sets one); one
+// value may build graphs from several goroutines at once.
 type RopeMixed struct {
 	// Base is the base of the initial magnitudes (RopeMixedBase).
 	Base float64

@@ -58,7 +58,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_golden import read_safetensors, write_safetensors  # noqa: E402,F401
+from gen_golden import write_safetensors  # noqa: E402
 
 torch.set_default_dtype(torch.float64)
 
