@@ -22,6 +22,10 @@
 //	MaskedSoftmax(x, mask)          softmax over the last axis restricted to mask != 0 (broadcast mask)
 //	BroadcastAdd(a, b)              a + b, b broadcast onto a (numpy rules, one-sided)
 //	BroadcastMul(a, b)              a * b, likewise
+//	Rotary(x, tab, pairing)         rotary rotation of x [..., T, D] by a host cos/sin table (RoPE)
+//	RotaryAngles(x, angles, pairing) rotation by angles from a node [..., T, D/2] (learnable: RoPE-Mixed);
+//	                                gradients w.r.t. x and the angles
+//	GatherRel(m, idx, tq, tk)       m [..., Tq, R] -> [..., Tq, Tk] by host indices (relative lookups, bias tables)
 //
 // Fused ops, each replacing a chain of Gorgonia ops on the hot path of a
 // Transformer (hand-written gradients, no materialised transposes or

@@ -9,13 +9,42 @@
 //	QKTransformer  transforms q and k                    [B, H, T, dh] each
 //	ScoreTermer    content-position terms on q.kᵀ        [B, H, Tq, Tk]
 //	Scaler         replaces the 1/sqrt(dh) score scale
-//	ScoreBiaser    content-free additive score bias      [H|1, Tq, Tk]
+//	ScoreBiaser    content-free additive score bias      [B|1, H|1, Tq, Tk]
 //	ValueTermer    terms added to the attention output   [B, H, Tq, dh]
+//	AfterBlocker   transforms the hidden states between blocks [B, T, d]
 //
 // Positions are explicit: a Span places query i at QStart+i and key j at
 // KStart+j, so cross-attention (Tq != Tk), memory segments and offsets need no
 // special case. Relative distances follow one convention unless a paper's
 // own is documented on the type: rel = key position - query position.
+//
+// # Positions beyond a line
+//
+// A Site may also carry Positions (Site.Pos), data that the hooks read
+// instead of the Span's indices:
+//
+//	PosLine      1-D integer positions (the Span; Site.Pos nil)      text
+//	PosGrid      N-D integer coordinates shared by the batch         image patches (row, col)
+//	PosReal      real-valued positions, shared or per example        times
+//	PosPairwise  a relation per (query, key) pair, shared or per     graph distances, tree relations
+//	             example
+//
+// An encoding lists the kinds it serves (PositionAccepter; line only if it
+// does not say), the registry records them (Info.Positions, TrainableOn),
+// and attention checks the kind before any hook runs: CheckKind's error
+// names the encoding and both kinds. Biases may differ per example:
+// ScoreBias may return [B|1, H|1, Tq, Tk]. The 2-D encodings of image
+// patches (learned-2d, sinusoidal-2d, swin, swin-log, alibi-2d, rope-2d,
+// rope-mixed, cpe) serve PosGrid; layers.ViT gives them the (row, col) of
+// every patch, and gives the 1-D encodings the raster order.
+//
+// A bias that is a lookup into a small per-head table (T5, swin, swin-log,
+// alibi-2d) is a TableBiaser: besides the whole [Tq, Tk] bias it gives the
+// table and the host indices of any Tile of the score matrix, and TileBias
+// builds the bias of one tile, so that a tiled attention kernel can compute
+// scores block by block without materialising [Tq, Tk]. The conformance
+// harness checks that every tile equals the matching block of ScoreBias.
+// AfterBlocker is the hook of encodings that act between blocks (cpe).
 //
 // Fixed buffers (sinusoid tables, slopes, bucket indices) are computed on the
 // host, cached per span in one mutex-guarded cache type shared by every
@@ -41,9 +70,11 @@
 //
 // Encodings are created by name with New; Names lists the valid names
 // (sorted), Registered describes each (kind, learnable, evaluation-only
-// variant of which base) in the table order none, sinusoidal, learned, shaw,
-// shaw-scalar, t5, xl, deberta, rope, alibi, rope-pi, rope-ntk,
-// rope-dynamic, rope-yarn, and Trainable lists the names a model can be
-// trained with. Derive lists of encodings from these rather than keeping
+// variant of which base, positions served) in the table order none,
+// sinusoidal, learned, shaw, shaw-scalar, t5, xl, deberta, rope, alibi,
+// rope-pi, rope-ntk, rope-dynamic, rope-yarn, learned-2d, sinusoidal-2d,
+// swin, swin-log, alibi-2d, rope-2d, rope-mixed, cpe; Trainable lists the
+// names a model can be trained with and TrainableOn(kind) those serving a
+// kind of positions. Derive lists of encodings from these rather than keeping
 // them by hand.
 package posenc

@@ -240,7 +240,15 @@ func infoCmd(args []string, stdout, stderr io.Writer) error {
 	if hash == "" {
 		hash = "(not recorded)"
 	}
-	fmt.Fprintf(stdout, "corpus: %s, SHA-256 %s\n", corpus, hash)
+	task := ck.Task
+	if task == "" {
+		task = "lm"
+	}
+	if task == "lm" {
+		fmt.Fprintf(stdout, "corpus: %s, SHA-256 %s\n", corpus, hash)
+	} else {
+		fmt.Fprintf(stdout, "task: %s %s\ndata: %s, SHA-256 %s\n", task, ck.TaskConfig, corpus, hash)
+	}
 	if ck.Provenance.BLAS != "" {
 		fmt.Fprintf(stdout, "written by: %s\n", ck.Provenance)
 	}

@@ -16,6 +16,8 @@ import (
 	"github.com/rpe-go/rpe/experiments/images"
 	"github.com/rpe-go/rpe/experiments/study"
 	"github.com/rpe-go/rpe/experiments/trainer"
+	"github.com/rpe-go/rpe/graph"
+	"github.com/rpe-go/rpe/layers"
 	"github.com/rpe-go/rpe/posenc"
 )
 
@@ -371,4 +373,28 @@ func lastLoss(ckpt string) float64 {
 		s += m.LossBPB
 	}
 	return s / float64(len(ms)) * 0.6931471805599453
+}
+
+// LoadModel returns the weights of job j of plan p from its checkpoint in
+// the output directory, the model's configuration and the test images the
+// plan scores (for BiasMaps and AttentionMaps). It returns an error if the
+// job has not been trained.
+func LoadModel(p Plan, opt Options, j Job) (*graph.Params, layers.ViTConfig, *images.Dataset, error) {
+	r, err := newRunner(p, opt)
+	if err != nil {
+		return nil, layers.ViTConfig{}, nil, err
+	}
+	cfg, err := p.Config(j)
+	if err != nil {
+		return nil, layers.ViTConfig{}, nil, err
+	}
+	task, err := NewTask(cfg, Data{Train: r.train, Val: r.val, Patch: p.Patch})
+	if err != nil {
+		return nil, layers.ViTConfig{}, nil, err
+	}
+	params, _, err := trainer.LoadTaskModel(r.ckptPath(j), task)
+	if err != nil {
+		return nil, layers.ViTConfig{}, nil, err
+	}
+	return params, task.vit, r.test, nil
 }

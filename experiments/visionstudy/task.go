@@ -298,3 +298,7 @@ func Accuracy(p *graph.Params, vit layers.ViTConfig, ds *images.Dataset, norm im
 func (t *Task) Units() trainer.Units {
 	return trainer.Units{Loss: "bits/image", Items: "images", ItemsShort: "img"}
 }
+
+// DataPath is recorded in checkpoints: where the training images came
+// from.
+func (t *Task) DataPath() string { return t.data.Train.Source }
