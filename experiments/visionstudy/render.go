@@ -411,4 +411,3 @@ func (o offsetErrors) Plot(c draw.Canvas, p *plot.Plot) {
 	c.Rectangle.Max.X += o.off
 	o.YErrorBars.Plot(c, p)
 }
-

@@ -45,12 +45,12 @@ type Row struct {
 	Preset   string `json:"preset"`
 	Encoding string `json:"encoding"` // the trained encoding or variant label
 	// Eval is the evaluation-time setting ("" or "resample=bicubic").
-	Eval       string `json:"eval,omitempty"`
-	Seed       int64  `json:"seed"`
-	Resolution string `json:"resolution"`
-	Grid       string `json:"grid"` // patch grid, "7x7"
-	Status     string `json:"status"`
-	Note       string `json:"note,omitempty"`
+	Eval       string  `json:"eval,omitempty"`
+	Seed       int64   `json:"seed"`
+	Resolution string  `json:"resolution"`
+	Grid       string  `json:"grid"` // patch grid, "7x7"
+	Status     string  `json:"status"`
+	Note       string  `json:"note,omitempty"`
 	Accuracy   float64 `json:"accuracy"`
 	Loss       float64 `json:"loss_nats"`
 	Images     int     `json:"images"`
@@ -148,11 +148,11 @@ func newRunner(p Plan, opt Options) (*runner, error) {
 	return r, nil
 }
 
-func (r *runner) jobDir(j Job) string    { return filepath.Join(r.opt.Dir, "models", j.Key()) }
-func (r *runner) rowsPath(j Job) string  { return filepath.Join(r.opt.Dir, "results", j.Key()+".json") }
-func (r *runner) ckptPath(j Job) string  { return filepath.Join(r.jobDir(j), "ckpt.safetensors") }
-func (r *runner) lockPath(j Job) string  { return filepath.Join(r.jobDir(j), "job.lock") }
-func (r *runner) renderLock() string     { return filepath.Join(r.opt.Dir, "render.lock") }
+func (r *runner) jobDir(j Job) string   { return filepath.Join(r.opt.Dir, "models", j.Key()) }
+func (r *runner) rowsPath(j Job) string { return filepath.Join(r.opt.Dir, "results", j.Key()+".json") }
+func (r *runner) ckptPath(j Job) string { return filepath.Join(r.jobDir(j), "ckpt.safetensors") }
+func (r *runner) lockPath(j Job) string { return filepath.Join(r.jobDir(j), "job.lock") }
+func (r *runner) renderLock() string    { return filepath.Join(r.opt.Dir, "render.lock") }
 
 func (r *runner) spec(cfg trainer.Config) spec {
 	return spec{Config: cfg.Resolved(), Patch: r.plan.Patch, TestImages: r.test.N, ValImages: r.val.N,
