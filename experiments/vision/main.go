@@ -11,7 +11,7 @@
 //	go run ./experiments/vision -preset full     # 3 seeds, longer training
 //	go run ./experiments/vision -render          # rewrite tables and plots from saved results
 //
-// -encodings, -seeds, -steps and -test-images change the plan (its output
+// -encodings, -seeds, -steps, -test-images and -patch change the plan (its output
 // directory becomes runs/vision/<preset>-custom); -mnist DIR reads the four
 // standard IDX files from DIR instead of the copy the GoMNIST module ships.
 // -jobs lists the models (one per line), -job N trains and evaluates model
@@ -48,6 +48,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	seeds := fs.String("seeds", "", "comma-separated seeds instead of the preset's")
 	steps := fs.Int("steps", 0, "updates per model instead of the preset's")
 	testN := fs.Int("test-images", -1, "test images per resolution instead of the preset's (0: all 10,000)")
+	patch := fs.Int("patch", 0, "patch side in pixels instead of the preset's 4 (must divide the image side)")
 	out := fs.String("out", "", "output directory (default runs/vision/<preset>)")
 	mnist := fs.String("mnist", "", "directory of MNIST-format IDX files (default: the GoMNIST module's copy)")
 	fresh := fs.Bool("fresh", false, "retrain and re-evaluate every model, ignoring saved work")
@@ -95,6 +96,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if *testN >= 0 {
 		p.TestImages, custom = *testN, true
+	}
+	if *patch != 0 {
+		p.Patch, custom = *patch, true
 	}
 	if custom {
 		p.Preset += "-custom"

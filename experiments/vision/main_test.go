@@ -1,0 +1,52 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestFlags checks the exit statuses and messages of bad input: status 2
+// before anything runs for bad flags, 1 for unusable data.
+func TestFlags(t *testing.T) {
+	corrupt := t.TempDir()
+	for _, f := range []string{"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"} {
+		if err := os.WriteFile(filepath.Join(corrupt, f), []byte("not an IDX file"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"-preset", "huge"}, 2, `unknown preset "huge"`},
+		{[]string{"-seeds", "1,x"}, 2, `"x" is not an integer`},
+		{[]string{"-encodings", "rope3d"}, 2, "rope3d"},
+		{[]string{"-steps", "-3"}, 2, "must be positive"},
+		{[]string{"extra"}, 2, "unexpected arguments"},
+		{[]string{"-mnist", corrupt, "-out", t.TempDir(), "-encodings", "none"}, 1, "magic"},
+		{[]string{"-mnist", t.TempDir(), "-out", t.TempDir(), "-encodings", "none"}, 1, "train-images-idx3-ubyte"},
+		{[]string{"-patch", "5", "-out", t.TempDir(), "-encodings", "none"}, 1, "not divisible by patch size 5"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(c.args, &out, &errb)
+		if code != c.code || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", c.args, code, errb.String(), c.code, c.want)
+		}
+	}
+}
+
+// TestJobs lists the quick preset's models: every encoding once.
+func TestJobs(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"-jobs"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 12 || lines[0] != "0 none-seed1" || !strings.HasSuffix(lines[11], "cpe-seed1") {
+		t.Fatalf("jobs:\n%s", out.String())
+	}
+}
