@@ -86,7 +86,7 @@ func TestGridNeighbours(t *testing.T) {
 		{"3-D grid", cube, 3, nil, "needs a 2-D grid (rows, cols), got a 3-D grid 2x2x2"},
 		{"1-D grid", line, 3, nil, "got a 1-D grid 5"},
 		{"duplicate cell", dup, 3, nil, "tokens 0 and 2 both sit at grid cell (0, 0) of the grid 2x3"},
-		{"rp positions", rp, 3, nil, "needs grid positions, got rp positions"},
+		{"real positions", rp, 3, nil, "needs grid positions, got real positions"},
 		{"line positions", nil, 3, nil, "got line positions"},
 		{"even kernel", raster, 2, nil, "kernel 2 must be a positive odd number"},
 	} {
@@ -166,7 +166,7 @@ func TestCPEAfterBlock(t *testing.T) {
 		want string
 	}{
 		{"line", nil, x, "needs grid positions, the model gives it line positions"},
-		{"rp", rp, x, "the model gives it rp positions"},
+		{"real", rp, x, "the model gives it real positions"},
 		{"3-D grid", cube, x, "needs a 2-D grid (rows, cols), got a 3-D grid 2x2x3"},
 		{"duplicate", dup, x, "tokens 1 and 7 both sit at grid cell (0, 1)"},
 		{"token count", small, x, "grid 3x3 positions have 9 tokens, the hidden states (2, 12, 6) have 12"},
