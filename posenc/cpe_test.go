@@ -194,14 +194,20 @@ func cpeSeqCoords(n int, extent []int) []int {
 	return out
 }
 
-// runCPE returns AfterBlock(x) on the positions, with cpe/w and cpe/b set
-// to weights.
+// runCPE returns AfterBlock(x) of a new k×k PEG on the positions, with
+// cpe/w and cpe/b set to weights.
 func runCPE(t *testing.T, k int, pos *posenc.Positions, x []float64, b, d int, w, bias []float64) []float64 {
 	t.Helper()
 	enc, err := posenc.NewCPE(k, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runCPEWith(t, enc, pos, x, b, d, w, bias)
+}
+
+// runCPEWith is runCPE with a given encoding.
+func runCPEWith(t *testing.T, enc *posenc.CPE, pos *posenc.Positions, x []float64, b, d int, w, bias []float64) []float64 {
+	t.Helper()
 	g := G.NewGraph()
 	p := graph.NewParams(tensor.Float64, 1)
 	tt := pos.TQ
@@ -279,6 +285,42 @@ func TestCPELocalAndTranslationEquivariant(t *testing.T) {
 				if math.Abs(got-want) > 1e-12 {
 					t.Fatalf("token (%d, %d) shifted by (%d, %d): %v, unshifted %v", r, c, dr, dc, got, want)
 				}
+			}
+		}
+	}
+}
+
+// TestCPESharedEncoding: one encoding value serving several grids with the
+// same number of tokens (3×4, 4×3, a shuffled 3×4, 2×6) in turn gives
+// exactly what a fresh encoding gives on each: its cached neighbour tables
+// are keyed by the positions, not by their size.
+func TestCPESharedEncoding(t *testing.T) {
+	const b, d, k = 2, 3, 3
+	rng := rand.New(rand.NewSource(12))
+	x := make([]float64, b*12*d)
+	w := make([]float64, k*k*d)
+	bias := make([]float64, d)
+	for _, s := range [][]float64{x, w, bias} {
+		for i := range s {
+			s[i] = rng.NormFloat64()
+		}
+	}
+	g34, _ := posenc.NewGrid(3, 4)
+	g43, _ := posenc.NewGrid(4, 3)
+	g26, _ := posenc.NewGrid(2, 6)
+	perm := rng.Perm(12)
+	pc := make([]int, 0, 24)
+	for _, c := range perm {
+		pc = append(pc, c/4, c%4)
+	}
+	shuf, _ := posenc.NewGridCoords([]int{3, 4}, pc, pc)
+	shared, _ := posenc.NewCPE(k, 1)
+	for round := 0; round < 2; round++ {
+		for _, pos := range []*posenc.Positions{g34, g43, shuf, g26} {
+			got := runCPEWith(t, shared, pos, x, b, d, w, bias)
+			want := runCPE(t, k, pos, x, b, d, w, bias)
+			if !slices.Equal(got, want) {
+				t.Fatalf("round %d, %s: the shared encoding differs from a fresh one", round, pos.Describe())
 			}
 		}
 	}
