@@ -185,6 +185,7 @@ func dwConvDo[T float](op *dwConvOp, vs []G.Value) (G.Value, error) {
 					continue
 				}
 				xr, wr := x[(b*t+j)*d:(b*t+j+1)*d], w[o*d:(o+1)*d]
+				wr, yr := wr[:len(xr)], yr[:len(xr)] // one bounds check per row
 				for c, v := range xr {
 					yr[c] += wr[c] * v
 				}
@@ -268,6 +269,7 @@ func dwConvGradDo[T float](op *dwConvGradOp, vs []G.Value) (G.Value, error) {
 				for n := tab.invStart[j]; n < tab.invStart[j+1]; n++ {
 					i, o := tab.invI[n], tab.invO[n]
 					gr, wr := dy[(b*t+i)*d:(b*t+i+1)*d], w[o*d:(o+1)*d]
+					wr, dr := wr[:len(gr)], dr[:len(gr)]
 					for c, g := range gr {
 						dr[c] += g * wr[c]
 					}
@@ -291,6 +293,7 @@ func dwConvGradDo[T float](op *dwConvGradOp, vs []G.Value) (G.Value, error) {
 						continue
 					}
 					gr, xr := dy[(b*t+i)*d:(b*t+i+1)*d], x[(b*t+j)*d:(b*t+j+1)*d]
+					xr, acc := xr[:len(gr)], acc[:len(gr)]
 					for c, g := range gr {
 						acc[c] += float64(g) * float64(xr[c])
 					}
