@@ -1,26 +1,49 @@
 #!/usr/bin/python3
-"""Golden vectors for cpe, the conditional position encoding (PEG) of package posenc.
+"""Golden vectors for the conditional position encoding cpe (package posenc).
 
-Chu et al. 2023, "Conditional Positional Encodings for Vision Transformers" (CPVT; the PEG is
-timm's PosConv with stride 1): after a block, the tokens x [B, T, d] on a rows x cols grid are
-reshaped to [B, d, rows, cols], convolved depthwise (groups = d, kernel k, zero padding k//2,
-stride 1, with bias) and added: out = x + conv(x).
+Run with Debian's python (torch 1.13), from the repository root::
 
-Run with Debian's python (torch 1.13), from the repository root:
+    /usr/bin/python3 testdata/golden/gen_golden_cpe.py [--out DIR] [--check-only]
 
-    /usr/bin/python3 testdata/golden/gen_golden_cpe.py
+``generate(out_dir)`` (called by gen_golden.py) runs the self-check below, then writes
+``2d-cpe*.safetensors`` files and returns ``[(path, size), ...]``. Everything is float64 and
+seeded, so the bytes are the same on every run.
 
-gen_golden.py calls ``generate(out_dir)``. Each ``2d-cpe*.safetensors`` holds ``coords``
-[T, 2] (int64, (row, col) of token t: the tokens are in a shuffled order, so the Go side must
-place them by their coordinates), ``extent`` [2], ``x`` [B, T, d], ``w`` [k*k, d] (the Go
-layout: row (dy+k//2)*k + dx+k//2 is torch's weight[:, 0, dy+k//2, dx+k//2]), ``b`` [d],
-``out`` [B, T, d], ``R`` [B, T, d] and the gradients ``grad_x``, ``grad_w``, ``grad_b`` of
-L = sum(out * R), by autograd. Metadata: kernel.
+The computation of every case is the PEG of Chu et al. 2023 ("Conditional Positional
+Encodings for Vision Transformers"), the hook posenc.CPE.AfterBlock at the block it acts on::
+
+    x      [B, T, d]     random N(0, 1), the hidden states after the block
+    coords I64 [T, 2]    (row, col) of every token on a rows x cols grid (raster order, shuffled,
+                         or a shuffled subset of the cells)
+    img    [B, d, rows, cols]   x scattered onto the grid by coords; cells without a token are 0
+    conv   = F.conv2d(img, conv_weight [d, 1, k, k], conv_bias [d], stride=1, padding=k//2,
+                      groups=d)
+    out    = x + conv[b, :, row_t, col_t]   for every token t        [B, T, d]
+    loss   = sum(out * w),  w [B, T, d] random N(0, 1)   (a fixed random linear functional)
+
+For raster coordinates this is timm's PosConv (timm/models/twins.py) with stride 1:
+x.transpose(1, 2).view(B, d, rows, cols), the depthwise conv, plus the input, flattened back.
+
+A file holds ``x``, ``coords``, ``w``, ``conv_weight`` [d, 1, k, k] and ``conv_bias`` [d] (the
+torch parameters), ``cpe/w`` [k*k, d] and ``cpe/b`` [d] (the same numbers in the Go layout:
+cpe/w[u*k + v, c] = conv_weight[c, 0, u, v]), ``out``, and the autograd gradients ``grad/x``,
+``grad/conv_weight``, ``grad/conv_bias``, ``grad/cpe/w``, ``grad/cpe/b`` (the latter two the
+former two in the Go layout).
+
+Metadata (strings): case, pos ("cpe"), B, T, d, rows, cols, kernel.
+
+Self-check (before writing): the convolution of every case is compared at 1e-12 with a
+plain-Python per-element cross-correlation (output (r, c) reads input (r+u-k//2, c+v-k//2)
+with weight [u, v], zero outside the grid and at empty cells) computed directly from the
+token list, without building an image; the raster cases also against a PosConv-style
+reshape (transpose + view) instead of the scatter; and a central finite difference of the
+loss along a random direction against autograd.
 """
-
+import argparse
 import os
 import sys
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -29,68 +52,150 @@ from gen_golden import read_safetensors, write_safetensors  # noqa: E402
 
 torch.set_default_dtype(torch.float64)
 
+# (case, rows, cols, kernel, d, B, cells: 0 = raster order, "perm" = all cells shuffled,
+#  n > 0 = a shuffled subset of n cells)
+CASES = [
+    ("cpe", 3, 5, 3, 4, 2, 0),
+    ("cpe-k5", 4, 6, 5, 3, 2, 0),
+    ("cpe-perm", 5, 3, 3, 4, 2, "perm"),
+    ("cpe-holes", 4, 5, 3, 3, 2, 13),
+]
 
-def peg(x, coords, rows, cols, w, b, k):
-    """x [B, T, d] at coords [T, 2] -> x + depthwise conv of the grid image (empty cells 0)."""
+
+def grid_coords(rows, cols, cells, g):
+    """Token coordinates [T, 2] (row, col)."""
+    idx = torch.arange(rows * cols)
+    if cells == "perm":
+        idx = torch.randperm(rows * cols, generator=g)
+    elif cells:
+        idx = torch.randperm(rows * cols, generator=g)[:cells]
+    return torch.stack([idx // cols, idx % cols], dim=1).to(torch.int64)
+
+
+def peg(x, coords, rows, cols, weight, bias):
+    """x + the zero-padded depthwise conv of x placed on the grid by coords: [B, T, d]."""
     B, T, d = x.shape
-    # scatter the tokens into the image (differentiable)
-    flat = torch.zeros(B, d, rows * cols)
-    idx = (coords[:, 0] * cols + coords[:, 1]).view(1, 1, T).expand(B, d, T)
-    flat = flat.scatter(2, idx, x.permute(0, 2, 1))
-    img = flat.view(B, d, rows, cols)
-    weight = w.t().reshape(d, 1, k, k)  # [d, 1, k, k]: torch's depthwise layout
-    conv = F.conv2d(img, weight, b, stride=1, padding=k // 2, groups=d)  # [B, d, rows, cols]
-    conv = conv.view(B, d, rows * cols).gather(2, idx).permute(0, 2, 1)  # back to the tokens
-    return x + conv
+    k = weight.shape[-1]
+    img = x.new_zeros(B, d, rows, cols)
+    img[:, :, coords[:, 0], coords[:, 1]] = x.transpose(1, 2)
+    conv = F.conv2d(img, weight, bias, stride=1, padding=k // 2, groups=d)
+    return x + conv[:, :, coords[:, 0], coords[:, 1]].transpose(1, 2)
 
 
-def case(name, rows, cols, k, B, d, seed, n_tokens=None):
-    g = torch.Generator().manual_seed(seed)
-    cells = torch.randperm(rows * cols, generator=g)
-    if n_tokens is not None:
-        cells = cells[:n_tokens]
-    coords = torch.stack([cells // cols, cells % cols], dim=1)
-    T = len(cells)
-    x = torch.randn(B, T, d, generator=g, requires_grad=True)
-    w = torch.randn(k * k, d, generator=g, requires_grad=True)
-    b = torch.randn(d, generator=g, requires_grad=True)
-    R = torch.randn(B, T, d, generator=g)
-    out = peg(x, coords, rows, cols, w, b, k)
-    (out * R).sum().backward()
-    # self-check: one token's conv by hand
-    t0 = 0
-    r0, c0 = coords[t0].tolist()
-    want = x[0, t0].detach().clone() + b.detach()
-    for dy in range(-(k // 2), k // 2 + 1):
-        for dx in range(-(k // 2), k // 2 + 1):
-            for j in range(T):
-                if coords[j, 0] == r0 + dy and coords[j, 1] == c0 + dx:
-                    want += w.detach()[(dy + k // 2) * k + dx + k // 2] * x.detach()[0, j]
-    assert torch.allclose(out[0, t0].detach(), want, atol=1e-12), name
-    tensors = {"coords": coords.to(torch.int64), "extent": torch.tensor([rows, cols]), "x": x.detach(),
-               "w": w.detach(), "b": b.detach(), "out": out.detach(), "R": R, "grad_x": x.grad,
-               "grad_w": w.grad, "grad_b": b.grad}
-    return tensors, {"pos": "cpe", "kernel": k}
+def posconv_raster(x, rows, cols, weight, bias):
+    """PosConv-style (stride 1) on raster-ordered tokens: reshape instead of scatter."""
+    B, T, d = x.shape
+    k = weight.shape[-1]
+    feat = x.transpose(1, 2).reshape(B, d, rows, cols)
+    y = F.conv2d(feat, weight, bias, stride=1, padding=k // 2, groups=d) + feat
+    return y.flatten(2).transpose(1, 2)
 
 
-CASES = [("cpe", dict(rows=3, cols=5, k=3, B=2, d=4, seed=7)),
-         ("cpe-k5", dict(rows=4, cols=6, k=5, B=2, d=3, seed=8)),
-         ("cpe-partial", dict(rows=5, cols=4, k=3, B=1, d=2, seed=9, n_tokens=11))]
+def bf_peg(x, coords, rows, cols, weight, bias):
+    """Per-element reference from the token list."""
+    B, T, d = x.shape
+    k = weight.shape[-1]
+    h = k // 2
+    cl = coords.tolist()
+    at = {(r, c): t for t, (r, c) in enumerate(cl)}
+    xs, ws, bs = x.tolist(), weight.tolist(), bias.tolist()
+    out = [[[0.0] * d for _ in range(T)] for _ in range(B)]
+    for b in range(B):
+        for t, (r, c) in enumerate(cl):
+            for ch in range(d):
+                s = xs[b][t][ch] + bs[ch]
+                for u in range(k):
+                    for v in range(k):
+                        j = at.get((r + u - h, c + v - h))
+                        if j is not None:
+                            s += ws[ch][0][u][v] * xs[b][j][ch]
+                out[b][t][ch] = s
+    return torch.tensor(out)
+
+
+def self_check():
+    for i, (case, rows, cols, k, d, B, cells) in enumerate(CASES):
+        g = torch.Generator().manual_seed(500 + i)
+        coords = grid_coords(rows, cols, cells, g)
+        x = torch.randn(B, coords.shape[0], d, generator=g)
+        weight = torch.randn(d, 1, k, k, generator=g)
+        bias = torch.randn(d, generator=g)
+        got = peg(x, coords, rows, cols, weight, bias)
+        err = (got - bf_peg(x, coords, rows, cols, weight, bias)).abs().max().item()
+        assert err < 1e-12, (case, "per-element", err)
+        if cells == 0:
+            err = (got - posconv_raster(x, rows, cols, weight, bias)).abs().max().item()
+            assert err < 1e-12, (case, "PosConv", err)
+    # a hand value: 1x2 grid, d=1, k=3, every weight 1, bias 0.5, x = [1, 2]:
+    # token 0 = 1 + (1 + 2) + 0.5 = 4.5, token 1 = 2 + (1 + 2) + 0.5 = 5.5
+    v = peg(torch.tensor([[[1.0], [2.0]]]), torch.tensor([[0, 0], [0, 1]]), 1, 2,
+            torch.ones(1, 1, 3, 3), torch.tensor([0.5]))
+    assert torch.allclose(v, torch.tensor([[[4.5], [5.5]]])), v
+
+
+def to_go(weight):
+    """conv_weight [d, 1, k, k] -> cpe/w [k*k, d]."""
+    d, _, k, _ = weight.shape
+    return weight.reshape(d, k * k).t().contiguous()
 
 
 def generate(out_dir):
-    out = []
-    for name, c in CASES:
-        tensors, meta = case(name, **c)
-        path = os.path.join(out_dir, f"2d-{name}.safetensors")
+    """Self-checks, then writes every 2d-cpe* case into out_dir. Returns [(path, size)]."""
+    self_check()
+    written = []
+    for i, (case, rows, cols, k, d, B, cells) in enumerate(CASES):
+        g = torch.Generator().manual_seed(3000 + i)
+        coords = grid_coords(rows, cols, cells, g)
+        T = coords.shape[0]
+        x = torch.randn(B, T, d, generator=g)
+        w = torch.randn(B, T, d, generator=g)
+        weight = torch.randn(d, 1, k, k, generator=g) * 0.5
+        bias = torch.randn(d, generator=g) * 0.5
+
+        def loss_of(xx, ww, bb):
+            out = peg(xx, coords, rows, cols, ww, bb)
+            return (out * w).sum(), out
+
+        vals = [x, weight, bias]
+        req = [v.clone().requires_grad_(True) for v in vals]
+        loss, out = loss_of(*req)
+        grads = torch.autograd.grad(loss, req)
+        gd = torch.Generator().manual_seed(99)
+        dirs = [torch.randn(v.shape, generator=gd) for v in vals]
+        eps = 1e-6
+        plus = loss_of(*[v + eps * u for v, u in zip(vals, dirs)])[0]
+        minus = loss_of(*[v - eps * u for v, u in zip(vals, dirs)])[0]
+        fd = ((plus - minus) / (2 * eps)).item()
+        an = sum((gr * u).sum() for gr, u in zip(grads, dirs)).item()
+        assert abs(fd - an) < 1e-6 * (1 + abs(an)), (case, fd, an)
+
+        tensors = {"x": x, "w": w, "coords": coords, "conv_weight": weight, "conv_bias": bias,
+                   "cpe/w": to_go(weight), "cpe/b": bias.clone(), "out": out.detach(),
+                   "grad/x": grads[0], "grad/conv_weight": grads[1], "grad/conv_bias": grads[2],
+                   "grad/cpe/w": to_go(grads[1]), "grad/cpe/b": grads[2].clone()}
+        meta = {"case": "2d-" + case, "pos": "cpe", "B": B, "T": T, "d": d, "rows": rows,
+                "cols": cols, "kernel": k}
+        path = os.path.join(out_dir, f"2d-{case}.safetensors")
         write_safetensors(path, tensors, meta)
-        back, _ = read_safetensors(path)
-        for key, v in tensors.items():
-            assert back[key].tobytes() == v.contiguous().numpy().tobytes(), (path, key)
-        out.append((path, os.path.getsize(path)))
-    return out
+        back, bmeta = read_safetensors(path)
+        for n, t in tensors.items():
+            assert np.array_equal(back[n], t.detach().numpy()), (path, n)
+        assert bmeta == {k: str(v) for k, v in meta.items()}
+        written.append((path, os.path.getsize(path)))
+    return written
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
+    ap.add_argument("--check-only", action="store_true")
+    args = ap.parse_args()
+    if args.check_only:
+        self_check()
+        return
+    for path, size in generate(args.out):
+        print(f"{os.path.basename(path):36s} {size / 1024:6.1f} KiB")
 
 
 if __name__ == "__main__":
-    for p, s in generate(os.path.dirname(os.path.abspath(__file__))):
-        print(f"{os.path.basename(p):30s} {s / 1024:7.1f} KiB")
+    sys.exit(main())
