@@ -261,11 +261,10 @@ func (r *runner) runJob(ctx context.Context, j Job, tag string) (reused bool, er
 	if err != nil {
 		return false, err
 	}
-	p, ck, err := trainer.LoadTaskModel(r.ckptPath(j), task)
+	p, _, err := trainer.LoadTaskModel(r.ckptPath(j), task)
 	if err != nil {
 		return false, err
 	}
-	_ = ck
 	base := Row{Preset: r.plan.Preset, Encoding: j.Variant.Label(), Seed: j.Seed, TrainSteps: sum.Steps,
 		TrainMsPerStep: trainMs(r.ckptPath(j)), TrainLoss: lastLoss(r.ckptPath(j)), ValAccuracy: sum.Val.Value, Params: p.Count()}
 	prov := trainer.Provenance()
