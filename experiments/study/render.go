@@ -254,7 +254,7 @@ func (r *runner) markdown(rows []Row, pending int) string {
 			return "pending"
 		}
 		c := Cell{N: len(v)}
-		c.Mean, c.Std = meanStd(v)
+		c.Mean, c.Std = MeanStd(v)
 		if c.Mean >= 100 {
 			return fmtCell(c, true, 0)
 		}
@@ -276,7 +276,7 @@ func (r *runner) markdown(rows []Row, pending int) string {
 			return "pending"
 		}
 		c := Cell{N: len(v)}
-		c.Mean, c.Std = meanStd(v)
+		c.Mean, c.Std = MeanStd(v)
 		return fmtCell(c, true, 0)
 	}
 	for _, e := range p.EvalNames() {

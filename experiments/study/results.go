@@ -303,14 +303,15 @@ func aggregate(rows []Row, value func(Row) float64) map[cellKey]Cell {
 		c := out[k]
 		c.NA = false
 		c.N = len(v)
-		c.Mean, c.Std = meanStd(v)
+		c.Mean, c.Std = MeanStd(v)
 		out[k] = c
 	}
 	return out
 }
 
-// meanStd returns the mean and the sample standard deviation (n-1).
-func meanStd(v []float64) (mean, std float64) {
+// MeanStd returns the mean and the sample standard deviation (n-1) of v
+// (NaN, NaN if v is empty; std 0 for one value).
+func MeanStd(v []float64) (mean, std float64) {
 	if len(v) == 0 {
 		return math.NaN(), math.NaN()
 	}

@@ -574,7 +574,7 @@ func (r *runner) train(ctx context.Context, tag string, m ModelJob, st *trainSta
 }
 
 func mean(v []float64) float64 {
-	m, _ := meanStd(v)
+	m, _ := MeanStd(v)
 	return m
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -186,29 +185,13 @@ func cells(rows []Row, metric func(Row) float64) (map[[2]string]cell, []string) 
 		vals[k] = append(vals[k], metric(r))
 	}
 	for k, v := range vals {
-		m, s := meanStd(v)
+		m, s := study.MeanStd(v)
 		c := out[k]
 		c.mean, c.std, c.n = m, s, len(v)
 		c.na = false
 		out[k] = c
 	}
 	return out, labels
-}
-
-func meanStd(v []float64) (float64, float64) {
-	m := 0.0
-	for _, x := range v {
-		m += x
-	}
-	m /= float64(len(v))
-	if len(v) < 2 {
-		return m, 0
-	}
-	s := 0.0
-	for _, x := range v {
-		s += (x - m) * (x - m)
-	}
-	return m, math.Sqrt(s / float64(len(v)-1))
 }
 
 // Markdown renders the tables of table.md: test accuracy (%) per encoding

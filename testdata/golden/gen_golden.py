@@ -1124,6 +1124,21 @@ def write_tables(out_dir):
     return path, os.path.getsize(path)
 
 
+def module_main(doc, generate, self_check):
+    """The command line of a 2-D module (gen_golden_<group>.py): --check-only runs its
+    self-check, else generate(out) writes its cases and each file's size is printed."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
+    ap.add_argument("--check-only", action="store_true")
+    args = ap.parse_args()
+    if args.check_only:
+        self_check()
+        return 0
+    for path, size in generate(args.out):
+        print(f"{os.path.basename(path):36s} {size / 1024:6.1f} KiB")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))

@@ -48,7 +48,6 @@ in-1; bicubic uses Keys' kernel with A = -0.75 and clamps the four taps to [0, i
 sinusoidal table against MAE's code at 1e-12; and a central finite difference of the loss
 along a random direction against autograd.
 """
-import argparse
 import math
 import os
 import sys
@@ -58,7 +57,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_golden import read_safetensors, write_safetensors  # noqa: E402
+from gen_golden import module_main, read_safetensors, write_safetensors  # noqa: E402
 
 torch.set_default_dtype(torch.float64)
 
@@ -292,17 +291,5 @@ def generate(out_dir):
     return written
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
-    ap.add_argument("--check-only", action="store_true")
-    args = ap.parse_args()
-    if args.check_only:
-        self_check()
-        return
-    for path, size in generate(args.out):
-        print(f"{os.path.basename(path):36s} {size / 1024:6.1f} KiB")
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(module_main(__doc__, generate, self_check))

@@ -51,7 +51,6 @@ The self-check compares it with a transcription of CROMA's get_2dalibi (square g
 in float64.
 """
 
-import argparse
 import itertools
 import math
 import os
@@ -60,7 +59,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_golden import (alibi_get_slopes, read_safetensors,  # noqa: E402
+from gen_golden import (alibi_get_slopes, module_main, read_safetensors,  # noqa: E402
                         t5_relative_position_bucket, write_safetensors)
 
 torch.set_default_dtype(torch.float64)
@@ -300,17 +299,5 @@ def generate(out_dir):
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
-    ap.add_argument("--check-only", action="store_true")
-    args = ap.parse_args()
-    if args.check_only:
-        self_check()
-        return
-    for path, size in generate(args.out):
-        print(f"{os.path.basename(path):34s} {size / 1024:7.1f} KiB")
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(module_main(__doc__, generate, self_check))

@@ -50,7 +50,6 @@ init_random_2d_freqs with the angles it draws to 1e-6), against a plain-Python p
 rotation at 1e-12, and autograd against a central finite difference of the loss along a random
 direction.
 """
-import argparse
 import math
 import os
 import sys
@@ -58,7 +57,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_golden import write_safetensors  # noqa: E402
+from gen_golden import module_main, write_safetensors  # noqa: E402
 
 torch.set_default_dtype(torch.float64)
 
@@ -344,17 +343,5 @@ def generate(out_dir):
     return written
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
-    ap.add_argument("--check-only", action="store_true")
-    args = ap.parse_args()
-    if args.check_only:
-        self_check()
-        return
-    for path, size in generate(args.out):
-        print(f"{os.path.basename(path):36s} {size / 1024:6.1f} KiB")
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(module_main(__doc__, generate, self_check))
