@@ -137,8 +137,9 @@ type Options struct {
 	InitStd float64 `opt:"pos-init-std"`
 	// Alpha multiplies every learnable bias by a learnable scalar [1]
 	// (init AlphaInit = 0.1; off by default): "t5_alpha" for the T5 table,
-	// "<prefix>/shaw_alpha" for shaw-scalar. Encodings without a learnable
-	// bias ignore it.
+	// "<prefix>/shaw_alpha" for shaw-scalar, "<prefix>/swin_alpha" and
+	// "<prefix>/swin_log_alpha" for swin and swin-log. Encodings without a
+	// learnable bias ignore it.
 	Alpha bool
 
 	// SinusoidalScale multiplies the sinusoidal table (default 1/√d_model).
