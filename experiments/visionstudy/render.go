@@ -255,7 +255,7 @@ func Markdown(p Plan, rows []Row, pending []string) string {
 		}
 	}
 	b.WriteString("\n## Speed and memory\n\n")
-	b.WriteString("Training ms per update (batch of 64 images at the training grid), evaluation ms per image and peak RSS while one batch is classified at each resolution (means over seeds).\n\n")
+	fmt.Fprintf(&b, "Training ms per update (a batch of %d images at the training grid), evaluation ms per image, and the peak RSS of the process while one batch of %d images is classified at each resolution (means over seeds; measured as the study ran, so they include whatever else the machine ran).\n\n", p.Base.Batch, p.Base.EvalBatch)
 	b.WriteString("| encoding | params | train ms/update |")
 	for _, res := range p.Resolutions {
 		fmt.Fprintf(&b, " eval ms/image %s | peak RSS MiB %s |", res.Name, res.Name)
