@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/rpe-go/rpe/internal/fields"
 	"strings"
 	"testing"
 )
@@ -199,5 +201,22 @@ func TestLoadGoroot(t *testing.T) {
 	}
 	if n < 4 {
 		t.Errorf("%d files from container and unicode/utf8: %s", n, c.Summary())
+	}
+}
+
+// TestOptionNames pins the kebab-case names of the options (flags, study
+// variants).
+func TestOptionNames(t *testing.T) {
+	fs, err := fields.Walk(&Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(fields.Names(fs), " ")
+	if want := "comments dirs max-bytes max-down max-up test-frac tests val-frac"; got != want {
+		t.Errorf("option names %q, want %q", got, want)
+	}
+	o := DefaultOptions()
+	if err := fields.Set(&o, "max-up", "3"); err != nil || o.MaxUp != 3 {
+		t.Errorf("set max-up: %v, %d", err, o.MaxUp)
 	}
 }
