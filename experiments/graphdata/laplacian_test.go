@@ -111,9 +111,12 @@ func TestLaplacianPEIsolatedAndPadding(t *testing.T) {
 	// Edge 0-1 and isolated node 2: L = [[1,-1,0],[-1,1,0],[0,0,1]],
 	// eigenvalues 0, 1 (e_2), 2 ((1,-1,0)/√2); k = 4 pads columns 2 and 3.
 	g := mustGraph(t, 3, [][2]int{{0, 1}})
-	pe, err := LaplacianPE(g, 4)
+	pe, vals, err := laplacianEigen(g, 4)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if want := []float64{1, 2, 0, 0}; math.Abs(vals[0]-1) > eigTol || math.Abs(vals[1]-2) > eigTol || vals[2] != 0 || vals[3] != 0 {
+		t.Fatalf("eigenvalues %v, want %v", vals, want)
 	}
 	s := 1 / math.Sqrt2
 	want := []float64{
