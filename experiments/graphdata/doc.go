@@ -86,6 +86,7 @@
 // a self-loop, a duplicate edge, an endpoint out of range, a graph larger
 // than the configured maximum, a distance matrix of the wrong shape, bad
 // task or batch options, a split fraction that leaves a part empty.
-// ShortestPaths and Degrees expect a well-formed Graph (NewGraph's, or one
-// Check accepts) and panic like a slice index on a malformed one.
+// ShortestPaths, Degrees, Triangles and Components expect a well-formed
+// Graph (NewGraph's, or one Check accepts) and panic like a slice index on
+// a malformed one; every other function checks the graph.
 package graphdata
