@@ -11,11 +11,10 @@ import (
 	"github.com/rpe-go/rpe/posenc"
 )
 
-// Graphormer's spatial bias and centrality encoding on a padded batch of
-// two graphs: a path 0-1-2 and a triangle 0-1-2 with a pendant node 3. The
-// relations are shortest-path distances clipped at 2, with 3 for
-// unreachable pairs and padding.
-func ExampleGraphormerSpatial() {
+// exampleGraphBatch is the padded batch of the examples: a path 0-1-2 and
+// a triangle 0-1-2 with a pendant node 3, relations clipped at maxDist,
+// lapK Laplacian eigenvectors.
+func exampleGraphBatch(maxDist, lapK int) (*graphdata.Batch, *posenc.Positions) {
 	ds := &graphdata.Dataset{NumFeatures: 1, NumClasses: 1}
 	for i, edges := range [][][2]int{{{0, 1}, {1, 2}}, {{0, 1}, {1, 2}, {0, 2}, {2, 3}}} {
 		n := 3 + i
@@ -23,9 +22,25 @@ func ExampleGraphormerSpatial() {
 		ds.Examples = append(ds.Examples, &graphdata.Example{ID: fmt.Sprint(i), Graph: g,
 			Features: make([]float32, n), Labels: []int{0}})
 	}
-	const maxDist = 2
-	bt, _ := graphdata.NewBatch(ds, []int{0, 1}, graphdata.BatchOptions{MaxDist: maxDist})
+	bt, _ := graphdata.NewBatch(ds, []int{0, 1}, graphdata.BatchOptions{MaxDist: maxDist, LapK: lapK})
 	pos, _ := bt.Positions()
+	return bt, pos
+}
+
+// runExampleGraph runs g once.
+func runExampleGraph(g *G.ExprGraph) error {
+	m := G.NewTapeMachine(g)
+	defer m.Close()
+	return m.RunAll()
+}
+
+// Graphormer's spatial bias and centrality encoding on a padded batch of
+// two graphs: a path 0-1-2 and a triangle 0-1-2 with a pendant node 3. The
+// relations are shortest-path distances clipped at 2, with 3 for
+// unreachable pairs and padding.
+func ExampleGraphormerSpatial() {
+	const maxDist = 2
+	bt, pos := exampleGraphBatch(maxDist, 0)
 
 	spatial, _ := posenc.NewGraphormerSpatial(graphdata.NumSpatialRelations(maxDist), 0.02, false)
 	g := G.NewGraph()
@@ -39,9 +54,7 @@ func ExampleGraphormerSpatial() {
 	}
 	// one head; relation r (distance r, 3 = unreachable or padding) gets -r
 	_ = p.Set("spatial_bias", []float64{0, -1, -2, -3})
-	m := G.NewTapeMachine(g)
-	defer m.Close()
-	if err := m.RunAll(); err != nil {
+	if err := runExampleGraph(g); err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -74,15 +87,7 @@ func ExampleGraphormerSpatial() {
 // (derived from the relations) to its input; the Laplacian input adds a
 // learned projection of the eigenvectors. Both keep the input's shape.
 func ExampleGraphormerCentrality() {
-	ds := &graphdata.Dataset{NumFeatures: 1, NumClasses: 1}
-	for i, edges := range [][][2]int{{{0, 1}, {1, 2}}, {{0, 1}, {1, 2}, {0, 2}, {2, 3}}} {
-		n := 3 + i
-		g, _ := graphdata.NewGraph(n, edges)
-		ds.Examples = append(ds.Examples, &graphdata.Example{ID: fmt.Sprint(i), Graph: g,
-			Features: make([]float32, n), Labels: []int{0}})
-	}
-	bt, _ := graphdata.NewBatch(ds, []int{0, 1}, graphdata.BatchOptions{MaxDist: 2, LapK: 2})
-	pos, _ := bt.Positions()
+	bt, pos := exampleGraphBatch(2, 2)
 
 	const d = 3
 	g := G.NewGraph()
@@ -109,9 +114,7 @@ func ExampleGraphormerCentrality() {
 	// degree d gets the row (d, d, d), clipped at 2; a zero projection
 	_ = p.Set("centrality_emb", []float64{0, 0, 0, 1, 1, 1, 2, 2, 2})
 	_ = p.Set("lap_proj/w", make([]float64, bt.LapK*d))
-	m := G.NewTapeMachine(g)
-	defer m.Close()
-	if err := m.RunAll(); err != nil {
+	if err := runExampleGraph(g); err != nil {
 		fmt.Println(err)
 		return
 	}
