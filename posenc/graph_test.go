@@ -63,8 +63,12 @@ func batchPositions(t testing.TB, bt *graphdata.Batch) *posenc.Positions {
 }
 
 func floatNode(g *G.ExprGraph, name string, shape tensor.Shape, v []float64) *G.Node {
-	return G.NewTensor(g, tensor.Float64, len(shape), G.WithShape(shape...), G.WithName(name),
-		G.WithValue(graph.FromFloat64s(tensor.Float64, shape, v)))
+	return dtypeNode(g, tensor.Float64, name, shape, v)
+}
+
+func dtypeNode(g *G.ExprGraph, dt tensor.Dtype, name string, shape tensor.Shape, v []float64) *G.Node {
+	return G.NewTensor(g, dt, len(shape), G.WithShape(shape...), G.WithName(name),
+		G.WithValue(graph.FromFloat64s(dt, shape, v)))
 }
 
 // tinyGraphModel is the graph Transformer of the tests: node inputs x
@@ -81,7 +85,7 @@ func (m tinyGraphModel) build(t *testing.T, g *G.ExprGraph, p *graph.Params, bt 
 	t.Helper()
 	const d = 4
 	pos := batchPositions(t, bt)
-	xn := floatNode(g, "x", tensor.Shape{bt.B, bt.N, d}, x)
+	xn := dtypeNode(g, p.Dtype(), "x", tensor.Shape{bt.B, bt.N, d}, x)
 	inputs = G.Nodes{xn}
 	h := xn
 	var err error
@@ -96,13 +100,13 @@ func (m tinyGraphModel) build(t *testing.T, g *G.ExprGraph, p *graph.Params, bt 
 		for i, v := range bt.LapPE {
 			lv[i] = float64(v)
 		}
-		ln := floatNode(g, "lap", tensor.Shape{bt.B, bt.N, m.lapK}, lv)
+		ln := dtypeNode(g, p.Dtype(), "lap", tensor.Shape{bt.B, bt.N, m.lapK}, lv)
 		inputs = append(inputs, ln)
 		if h, err = posenc.LaplacianInput(g, p, "lap_proj", h, ln, 0.5); err != nil {
 			t.Fatal(err)
 		}
 	}
-	mask := graph.MaskNode(g, graph.PaddingMask(tensor.Float64, bt.Valid), "mask")
+	mask := graph.MaskNode(g, graph.PaddingMask(p.Dtype(), bt.Valid), "mask")
 	for l := 0; l < 2; l++ {
 		a, err := layers.NewAttention(g, p, layers.AttentionConfig{Name: fmt.Sprintf("block%d/attn", l), Layer: l, D: d, Heads: 2,
 			InitStd: 0.5, Pos: m.spatial})
@@ -443,5 +447,52 @@ func TestGraphErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGraphPaddingAndFloat32: with the key padding mask, the inputs of
+// padding nodes do not reach the real nodes' outputs (so the degree-0 row
+// and the unreachable relation get nothing from padding), and the model
+// gives the same real-node outputs in float32 as in float64.
+func TestGraphPaddingAndFloat32(t *testing.T) {
+	const maxDist = 2
+	spatial, _ := posenc.NewGraphormerSpatial(graphdata.NumSpatialRelations(maxDist), 0.5, false)
+	cent, _ := posenc.NewGraphormerCentrality(2, 0.5)
+	m := tinyGraphModel{spatial: spatial, centrality: cent, lapK: 2}
+	bt := graphBatch(t, maxDist, 2, nil)
+	rng := rand.New(rand.NewSource(6))
+	x := make([]float64, bt.B*bt.N*4)
+	for i := range x {
+		x[i] = rng.NormFloat64()
+	}
+	run := func(dt tensor.Dtype, x []float64) []float64 {
+		g := G.NewGraph()
+		p := graph.NewParams(dt, 9)
+		out, _ := m.build(t, g, p, bt, x)
+		vm := G.NewTapeMachine(g)
+		defer vm.Close()
+		if err := vm.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		return graph.ToFloat64s(out.Value())
+	}
+	y := run(tensor.Float64, x)
+	xp := slices.Clone(x)
+	for i := range xp {
+		if !bt.Valid[i/(4*bt.N)][i/4%bt.N] {
+			xp[i] = 100 * rng.NormFloat64()
+		}
+	}
+	yp, y32 := run(tensor.Float64, xp), run(tensor.Float32, x)
+	for i := range y {
+		if !bt.Valid[i/(4*bt.N)][i/4%bt.N] {
+			continue
+		}
+		if yp[i] != y[i] {
+			t.Fatalf("output %d of a real node moved with the padding inputs: %v, %v", i, y[i], yp[i])
+		}
+		if d := y32[i] - y[i]; d > 1e-5 || d < -1e-5 {
+			t.Fatalf("output %d: float32 %v, float64 %v", i, y32[i], y[i])
+		}
 	}
 }
