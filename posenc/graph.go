@@ -124,15 +124,26 @@ func (e *GraphormerSpatial) BiasTable(s *Site) (*G.Node, error) {
 	return t, errors.Wrap(err, "posenc graphormer-spatial")
 }
 
+// checkPairwise returns an error (prefixed with what) unless p holds
+// pairwise positions with a positive batch and sizes and batch*tq*tk
+// relations (a hand-built Positions value may not).
+func checkPairwise(what string, p *Positions) error {
+	if p == nil || p.Kind != PosPairwise {
+		return errors.Errorf("%s: needs pairwise positions (graph relations), got %s positions", what, p.Describe())
+	}
+	if p.Batch < 1 || p.TQ < 1 || p.TK < 1 || len(p.Rel) != p.Batch*p.TQ*p.TK {
+		return errors.Errorf("%s: pairwise positions have %d relations for batch %d, %d queries and %d keys; want batch*tq*tk, all positive",
+			what, len(p.Rel), p.Batch, p.TQ, p.TK)
+	}
+	return nil
+}
+
 // pairwiseSite returns the site's positions if they are pairwise and fit
 // the site, else an error naming enc.
 func pairwiseSite(enc string, s *Site) (*Positions, error) {
 	p := s.Pos
-	if p == nil || p.Kind != PosPairwise {
-		return nil, errors.Errorf("posenc %s: needs pairwise positions (graph relations), the site has %s positions", enc, p.Describe())
-	}
-	if len(p.Rel) != p.Batch*p.TQ*p.TK {
-		return nil, errors.Errorf("posenc %s: pairwise positions have %d relations, want batch*tq*tk = %d*%d*%d", enc, len(p.Rel), p.Batch, p.TQ, p.TK)
+	if err := checkPairwise("posenc "+enc, p); err != nil {
+		return nil, err
 	}
 	if err := p.Check(max(s.B, 1), s.TQ, s.TK); err != nil {
 		return nil, errors.Wrap(err, "posenc "+enc)
@@ -193,8 +204,8 @@ func (e *GraphormerSpatial) ScoreBias(s *Site) (*G.Node, error) { return TileBia
 // maxDist+2 = NumSpatialRelations(maxDist)). It returns an error unless p
 // holds pairwise positions.
 func WithVirtualNode(p *Positions) (*Positions, error) {
-	if p == nil || p.Kind != PosPairwise {
-		return nil, errors.Errorf("posenc: virtual node: needs pairwise positions, got %s positions", p.Describe())
+	if err := checkPairwise("posenc: virtual node", p); err != nil {
+		return nil, err
 	}
 	tq, tk, v := p.TQ+1, p.TK+1, p.NumRel
 	rel := make([]int, p.Batch*tq*tk)
@@ -286,17 +297,14 @@ func (*GraphormerCentrality) Accepts() []PosKind { return []PosKind{PosPairwise}
 // to maxDegree if maxDegree > 0. It returns an error unless p holds
 // self-attention pairwise positions (TQ == TK) with at least 2 relations.
 func GraphDegrees(p *Positions, maxDegree int) ([]int, error) {
-	if p == nil || p.Kind != PosPairwise {
-		return nil, errors.Errorf("posenc: graph degrees: need pairwise positions, got %s positions", p.Describe())
+	if err := checkPairwise("posenc: graph degrees", p); err != nil {
+		return nil, err
 	}
 	if p.TQ != p.TK {
 		return nil, errors.Errorf("posenc: graph degrees: pairwise positions have %d queries and %d keys; degrees need self-attention over the nodes", p.TQ, p.TK)
 	}
 	if p.NumRel <= GraphAdjacentRelation {
 		return nil, errors.Errorf("posenc: graph degrees: %d relations cannot hold the adjacent relation %d (Graphormer spatial relations: maxDist+2 of them)", p.NumRel, GraphAdjacentRelation)
-	}
-	if len(p.Rel) != p.Batch*p.TQ*p.TK {
-		return nil, errors.Errorf("posenc: graph degrees: %d relations, want batch*tq*tk = %d*%d*%d", len(p.Rel), p.Batch, p.TQ, p.TK)
 	}
 	deg := make([]int, p.Batch*p.TQ)
 	for r, row := range deg {
@@ -330,8 +338,8 @@ func (e *GraphormerCentrality) AddToInput(s *Site, x *G.Node) (*G.Node, error) {
 	}
 	bs, n, d := sh[0], sh[1], sh[2]
 	p := s.Pos
-	if p == nil || p.Kind != PosPairwise {
-		return nil, errors.Errorf("%s: needs pairwise positions (graph relations), the site has %s positions", name, p.Describe())
+	if err := checkPairwise(name, p); err != nil {
+		return nil, err
 	}
 	if p.TQ != n || p.TK != n {
 		return nil, errors.Errorf("%s: pairwise positions have %d query and %d key positions, the input has %d nodes", name, p.TQ, p.TK, n)

@@ -496,3 +496,46 @@ func TestGraphPaddingAndFloat32(t *testing.T) {
 		}
 	}
 }
+
+// FuzzGraphPositions feeds hand-built pairwise positions (relations
+// possibly outside the table or the declared NumRel, wrong lengths) to the
+// graph encodings' host side: BiasIndex, GraphDegrees and WithVirtualNode
+// return an error or correct values, never panic.
+func FuzzGraphPositions(f *testing.F) {
+	f.Add(uint8(2), uint8(3), uint8(4), uint8(4), []byte{0, 1, 2, 3, 1, 0, 1, 2, 2, 1, 0, 1, 3, 2, 1, 0})
+	f.Add(uint8(1), uint8(2), uint8(3), uint8(2), []byte{0, 1, 9, 1, 0, 1})
+	f.Add(uint8(1), uint8(0), uint8(1), uint8(1), []byte{})
+	f.Add(uint8(1), uint8(4), uint8(4), uint8(4), []byte{0, 1, 2, 3, 1, 0, 1, 2, 2, 1, 0, 1, 3, 2, 1, 0}) // shared: every example index reads example 0
+	f.Fuzz(func(t *testing.T, batch, tq, tk, numRel uint8, data []byte) {
+		b, q, k := int(batch%3), int(tq%5), int(tk%5)
+		rel := make([]int, len(data))
+		for i, v := range data {
+			rel[i] = int(int8(v))
+		}
+		p := &posenc.Positions{Kind: posenc.PosPairwise, Batch: b, TQ: q, TK: k, NumRel: int(numRel % 8), Rel: rel}
+		enc := &posenc.GraphormerSpatial{NumRel: 4}
+		s := &posenc.Site{B: max(b, 1), H: 1, Span: posenc.Span{TQ: q, TK: k}, Pos: p}
+		if q > 0 && k > 0 {
+			dst := make([]int, q*k)
+			for e := -1; e <= b; e++ {
+				if _, err := enc.BiasIndex(s, e, s.Full(), dst); err == nil {
+					ex := e
+					if b == 1 { // shared positions: e is ignored
+						ex = 0
+					}
+					for i, r := range dst {
+						if r != rel[(ex*q+i/k)*k+i%k] || r < 0 || r >= 4 {
+							t.Fatalf("example %d pair %d: index %d", e, i, r)
+						}
+					}
+				}
+			}
+		}
+		if deg, err := posenc.GraphDegrees(p, 2); err == nil && len(deg) != b*q {
+			t.Fatalf("%d degrees for %d x %d nodes", len(deg), b, q)
+		}
+		if v, err := posenc.WithVirtualNode(p); err == nil && (v.TQ != q+1 || v.NumRel != p.NumRel+1) {
+			t.Fatalf("virtual node positions %dx%d with %d relations", v.TQ, v.TK, v.NumRel)
+		}
+	})
+}
