@@ -187,9 +187,10 @@ STD_TABLE = 0.3
 BASE_CONFIG = dict(vocab=256, d=32, heads=4, layers=2, ff=64, B=2, T=8,
                    causal=True, q_start=0, k_start=0)
 
-# Modules of the 2-D encodings' reference implementations (testdata/golden/gen_golden_<group>.py),
-# each with generate(out_dir) -> [(path, size)].
-MODULES_2D = ["gen_golden_abs", "gen_golden_rel", "gen_golden_rope", "gen_golden_cpe"]
+# Modules of the reference implementations of the encodings beyond a line
+# (testdata/golden/gen_golden_<group>.py), each with generate(out_dir) -> [(path, size)]: the 2-D
+# encodings of image patches, then the graph encodings.
+MODULES_2D = ["gen_golden_abs", "gen_golden_rel", "gen_golden_rope", "gen_golden_cpe", "gen_golden_graph"]
 
 # (case name, overrides of BASE_CONFIG plus encoding options). "pos" names the encoding.
 CASES = [
