@@ -188,8 +188,15 @@ func (c *Combined) siteFor(e Encoding, s *Site) (*Site, error) {
 		line.Pos = nil
 		return &line, nil
 	}
-	return nil, errors.Errorf("posenc %s: part %s serves %v positions, neither the site's %s positions nor line positions",
-		c.Name(), e.Name(), acc, s.Pos.Describe())
+	names := make([]string, len(acc))
+	for i, k := range acc {
+		names[i] = string(k)
+	}
+	if s.Pos == nil {
+		return nil, errors.Errorf("posenc %s: part %s serves %s positions, not line positions", c.Name(), e.Name(), strings.Join(names, " or "))
+	}
+	return nil, errors.Errorf("posenc %s: part %s serves %s positions, neither the site's %s positions nor line positions",
+		c.Name(), e.Name(), strings.Join(names, " or "), s.Pos.Describe())
 }
 
 // AddToInput implements InputAdder: the parts' AddToInput in order (x
@@ -322,7 +329,7 @@ func sumBroadcast(a, b *G.Node) (*G.Node, error) {
 		case out[o] == 1:
 			out[o] = bs[i]
 		case bs[i] != 1:
-			return nil, errors.Errorf("shapes %v and %v do not broadcast", as, bs)
+			return nil, errors.Errorf("shapes %v and %v do not broadcast", []int(as), []int(bs))
 		}
 	}
 	if !slices.Equal(out, as) {
