@@ -347,3 +347,77 @@ func TestCombinedErrors(t *testing.T) {
 		t.Errorf("pairwise positions for swin: %v", err)
 	}
 }
+
+// TestCombinedAllHooks gradient-checks a tiny causal attention layer with
+// shaw+t5+rope on line positions (score and value terms, a bias and a q/k
+// transform, all delegated), and checks that the input hooks of
+// sinusoidal+learned+tree apply in order, the tree part skipped and the
+// absolute parts given line positions when the site has tree relations.
+func TestCombinedAllHooks(t *testing.T) {
+	o := posenc.Options{ShawK: 2, T5Buckets: 8, T5MaxDistance: 16, InitStd: 0.5}
+	var parts []posenc.Encoding
+	for _, n := range []string{"shaw", "t5", "rope"} {
+		e, err := posenc.New(n, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, e)
+	}
+	enc, err := posenc.NewCombined(parts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ok := range []bool{is[posenc.ScoreTermer](enc), is[posenc.ValueTermer](enc), is[posenc.ScoreBiaser](enc), is[posenc.QKTransformer](enc)} {
+		if !ok {
+			t.Fatalf("%s lacks a hook of its parts", enc.Name())
+		}
+	}
+	g, p, x, y := treeAttention(t, enc, nil, 2, 4, true, 17)
+	r := G.NewTensor(g, tensor.Float64, 3, G.WithShape(2, 4, 8), G.WithName("R"), G.WithInit(G.Gaussian(0, 1)))
+	loss := G.Must(G.Sum(G.Must(G.HadamardProd(y, r))))
+	if err := graph.GradCheck(g, loss, append(G.Nodes{x}, p.Nodes(g)...), graph.GradCheckOpts{Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+
+	// input hooks in order: learned(sinusoidal(x)) = x + sin + learned
+	sin, _ := posenc.New("sinusoidal", posenc.Options{})
+	learned, _ := posenc.New("learned", posenc.Options{MaxLen: 8, InitStd: 0.5})
+	tree, _ := posenc.NewTreeRel(1, 1, 0.02, false)
+	enc, err = posenc.NewCombined(sin, tree, learned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos, _ := posenc.NewPairwise(1, 4, 4, 4, make([]int, 16))
+	add := func(e posenc.Encoding, pos *posenc.Positions) []float64 {
+		g := G.NewGraph()
+		x := G.NewTensor(g, tensor.Float64, 3, G.WithShape(1, 4, 8), G.WithName("x"), G.WithInit(G.Gaussian(0, 1)))
+		s := &posenc.Site{G: g, Params: graph.NewParams(tensor.Float64, 1), Layer: -1, B: 1, H: 2, DHead: 4, DModel: 8,
+			Span: posenc.Span{QStart: 2, TQ: 4, KStart: 2, TK: 4}, Pos: pos}
+		y, err := e.(posenc.InputAdder).AddToInput(s, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := G.NewTapeMachine(g)
+		defer m.Close()
+		if err := m.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		xv, yv := graph.ToFloat64s(x.Value()), graph.ToFloat64s(y.Value())
+		for i := range yv {
+			yv[i] -= xv[i]
+		}
+		return yv
+	}
+	both := add(enc, pos)
+	s, l := add(sin, nil), add(learned, nil)
+	for i := range both {
+		if math.Abs(both[i]-(s[i]+l[i])) > 1e-12 {
+			t.Fatalf("element %d: combined adds %v, sinusoidal %v + learned %v", i, both[i], s[i], l[i])
+		}
+	}
+}
+
+func is[T any](e posenc.Encoding) bool {
+	_, ok := e.(T)
+	return ok
+}
