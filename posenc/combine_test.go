@@ -421,3 +421,38 @@ func is[T any](e posenc.Encoding) bool {
 	_, ok := e.(T)
 	return ok
 }
+
+// fakeRecord is a score bias (zeros [1, Tq, Tk]) serving kinds that
+// records the positions it was given.
+type fakeRecord struct {
+	fakeEnc
+	kinds []posenc.PosKind
+	got   **posenc.Positions
+}
+
+func (f fakeRecord) Accepts() []posenc.PosKind { return f.kinds }
+func (f fakeRecord) ScoreBias(s *posenc.Site) (*G.Node, error) {
+	*f.got = s.Pos
+	return G.NewTensor(s.G, tensor.Float64, 3, G.WithShape(1, s.TQ, s.TK), G.WithName(f.name), G.WithInit(G.Zeroes())), nil
+}
+
+// TestCombinedSites: a part gets the site's positions if it serves their
+// kind, else line positions (Pos nil, the same span).
+func TestCombinedSites(t *testing.T) {
+	var line, pair, both *posenc.Positions
+	enc, err := posenc.NewCombined(
+		fakeRecord{fakeEnc{"line"}, []posenc.PosKind{posenc.PosLine}, &line},
+		fakeRecord{fakeEnc{"pair"}, []posenc.PosKind{posenc.PosPairwise}, &pair},
+		fakeRecord{fakeEnc{"both"}, []posenc.PosKind{posenc.PosPairwise, posenc.PosLine}, &both})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos, _ := posenc.NewPairwise(1, 3, 3, 2, make([]int, 9))
+	s := &posenc.Site{G: G.NewGraph(), Params: graph.NewParams(tensor.Float64, 1), B: 1, H: 2, Span: posenc.Span{TQ: 3, TK: 3}, Pos: pos}
+	if _, err := enc.(posenc.ScoreBiaser).ScoreBias(s); err != nil {
+		t.Fatal(err)
+	}
+	if line != nil || pair != pos || both != pos || s.Pos != pos {
+		t.Errorf("positions given: line part %v, pairwise part %v, both %v; the site keeps %v", line.Describe(), pair.Describe(), both.Describe(), s.Pos.Describe())
+	}
+}
