@@ -199,36 +199,48 @@ func (c *Combined) siteFor(e Encoding, s *Site) (*Site, error) {
 		c.Name(), e.Name(), strings.Join(names, " or "), s.Pos.Describe())
 }
 
+// visit calls do for every part that has a hook (has), in order, with the
+// site the part serves; it stops at the first error.
+func (c *Combined) visit(s *Site, has func(Encoding) bool, do func(e Encoding, ps *Site) error) error {
+	for _, e := range c.parts {
+		if !has(e) {
+			continue
+		}
+		ps, err := c.siteFor(e, s)
+		if err != nil {
+			return err
+		}
+		if err := do(e, ps); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // AddToInput implements InputAdder: the parts' AddToInput in order (x
 // itself if none has one).
 func (c *Combined) AddToInput(s *Site, x *G.Node) (*G.Node, error) {
-	for _, e := range c.parts {
-		if a, ok := e.(InputAdder); ok {
-			ps, err := c.siteFor(e, s)
-			if err != nil {
-				return nil, err
-			}
-			if x, err = a.AddToInput(ps, x); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return x, nil
+	return c.chain(s, x, hasHook[InputAdder], func(e Encoding, ps *Site, x *G.Node) (*G.Node, error) {
+		return e.(InputAdder).AddToInput(ps, x)
+	})
 }
 
 // AfterBlock implements AfterBlocker: the parts' AfterBlock in order (x
 // itself if none has one).
 func (c *Combined) AfterBlock(s *Site, x *G.Node) (*G.Node, error) {
-	for _, e := range c.parts {
-		if a, ok := e.(AfterBlocker); ok {
-			ps, err := c.siteFor(e, s)
-			if err != nil {
-				return nil, err
-			}
-			if x, err = a.AfterBlock(ps, x); err != nil {
-				return nil, err
-			}
-		}
+	return c.chain(s, x, hasHook[AfterBlocker], func(e Encoding, ps *Site, x *G.Node) (*G.Node, error) {
+		return e.(AfterBlocker).AfterBlock(ps, x)
+	})
+}
+
+// chain applies hook of the parts that have it (has) to x in turn.
+func (c *Combined) chain(s *Site, x *G.Node, has func(Encoding) bool, hook func(e Encoding, ps *Site, x *G.Node) (*G.Node, error)) (*G.Node, error) {
+	err := c.visit(s, has, func(e Encoding, ps *Site) (err error) {
+		x, err = hook(e, ps, x)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return x, nil
 }
@@ -242,42 +254,34 @@ func (c *Combined) Scale(dHead int) float64 {
 }
 
 func (c *Combined) transformQK(s *Site, q, k *G.Node) (*G.Node, *G.Node, error) {
-	for _, e := range c.parts {
-		if t, ok := e.(QKTransformer); ok {
-			ps, err := c.siteFor(e, s)
-			if err != nil {
-				return nil, nil, err
-			}
-			if q, k, err = t.TransformQK(ps, q, k); err != nil {
-				return nil, nil, err
-			}
-		}
+	err := c.visit(s, hasHook[QKTransformer], func(e Encoding, ps *Site) (err error) {
+		q, k, err = e.(QKTransformer).TransformQK(ps, q, k)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	return q, k, nil
 }
 
-// sum adds the outputs of the parts that have a hook (hook returns nil for
-// the others), broadcasting as sumBroadcast.
-func (c *Combined) sum(s *Site, what string, hook func(e Encoding) func(*Site) (*G.Node, error)) (*G.Node, error) {
+// sum adds the outputs of hook over the parts that have it (has),
+// broadcasting as sumBroadcast.
+func (c *Combined) sum(s *Site, what string, has func(Encoding) bool, hook func(e Encoding, ps *Site) (*G.Node, error)) (*G.Node, error) {
 	var acc *G.Node
-	for _, e := range c.parts {
-		f := hook(e)
-		if f == nil {
-			continue
-		}
-		ps, err := c.siteFor(e, s)
+	err := c.visit(s, has, func(e Encoding, ps *Site) error {
+		n, err := hook(e, ps)
 		if err != nil {
-			return nil, err
-		}
-		n, err := f(ps)
-		if err != nil {
-			return nil, err
+			return err
 		}
 		if acc == nil {
 			acc = n
 		} else if acc, err = sumBroadcast(acc, n); err != nil {
-			return nil, errors.Wrapf(err, "posenc %s: adding the %s of %s", c.Name(), what, e.Name())
+			return errors.Wrapf(err, "posenc %s: adding the %s of %s", c.Name(), what, e.Name())
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if acc == nil {
 		return nil, errors.Errorf("posenc %s: no part has %s", c.Name(), what)
@@ -286,29 +290,20 @@ func (c *Combined) sum(s *Site, what string, hook func(e Encoding) func(*Site) (
 }
 
 func (c *Combined) scoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
-	return c.sum(s, "score terms", func(e Encoding) func(*Site) (*G.Node, error) {
-		if t, ok := e.(ScoreTermer); ok {
-			return func(ps *Site) (*G.Node, error) { return t.ScoreTerms(ps, q, k) }
-		}
-		return nil
+	return c.sum(s, "score terms", hasHook[ScoreTermer], func(e Encoding, ps *Site) (*G.Node, error) {
+		return e.(ScoreTermer).ScoreTerms(ps, q, k)
 	})
 }
 
 func (c *Combined) scoreBias(s *Site) (*G.Node, error) {
-	return c.sum(s, "score bias", func(e Encoding) func(*Site) (*G.Node, error) {
-		if t, ok := e.(ScoreBiaser); ok {
-			return t.ScoreBias
-		}
-		return nil
+	return c.sum(s, "score bias", hasHook[ScoreBiaser], func(e Encoding, ps *Site) (*G.Node, error) {
+		return e.(ScoreBiaser).ScoreBias(ps)
 	})
 }
 
 func (c *Combined) valueTerms(s *Site, probs *G.Node) (*G.Node, error) {
-	return c.sum(s, "value terms", func(e Encoding) func(*Site) (*G.Node, error) {
-		if t, ok := e.(ValueTermer); ok {
-			return func(ps *Site) (*G.Node, error) { return t.ValueTerms(ps, probs) }
-		}
-		return nil
+	return c.sum(s, "value terms", hasHook[ValueTermer], func(e Encoding, ps *Site) (*G.Node, error) {
+		return e.(ValueTermer).ValueTerms(ps, probs)
 	})
 }
 
