@@ -55,8 +55,10 @@ func TreeRelations(maxUp, maxDown int) int {
 // shared [H, Tq, Tk] node), and the syntactic relations a layer attends
 // along are expected to change with depth (nearby nodes low, long-range
 // structure high), which a shared table cannot express; the Code
-// Transformer likewise gives every layer its own projection of the
-// relation encodings, and Swin its own relative table. Graphormer and T5
+// Transformer likewise shares the encoded distance bins but gives every
+// layer's attention its own projection of them (r_proj_weight of
+// RelativeMultiheadAttention in danielzuegner/code-transformer), and Swin
+// has a relative table per block. Graphormer and T5
 // share one table; that is the cheaper choice in parameters, not in
 // compute here.
 //
@@ -66,12 +68,12 @@ func TreeRelations(maxUp, maxDown int) int {
 // [1, H, Tq, Tk] for shared relations and [B, H, Tq, Tk] per example.
 //
 // Causal attention (a language model over source bytes) is served with the
-// same bias: relations are symmetric in the sense that (i, j) and (j, i)
-// have up and down swapped, and the bias of a masked pair (key after the
-// query) is added and then hidden by the mask, so it changes neither the
-// outputs nor any gradient (a table row used only by masked pairs gets a
-// zero gradient). Relations from a query to future keys therefore cost a
-// gather but do nothing.
+// same relations, future keys included: the bias of a masked pair (key
+// after the query) is added before the mask, which then blocks the pair,
+// so it changes neither the outputs nor any gradient (a table row that
+// only masked pairs use gets a zero gradient; TestTreeRelGrad checks it).
+// Such pairs cost their share of the gather and nothing else; the
+// relations need no causal variant.
 //
 // It accepts pairwise positions only; combine it with a 1-D encoding (see
 // NewCombined: "tree+rope") to keep token order. ScoreBias and BiasIndex
