@@ -66,7 +66,9 @@ const (
 // the heads and leave its fused path, a ScoreBiaser must return a bias
 // node and a ValueTermer a terms node, each costing a [B, H, Tq, Tk] or
 // [B, H, Tq, dh] tensor. So the returned value is one of sixteen concrete
-// types, the one that has exactly those four hooks that some part has.
+// types, the one that has exactly those four hooks that some part has (which
+// is why NewCombined returns an Encoding, not a *Combined: one Go type has
+// one method set).
 // The three hooks whose neutral result is free and exact are always
 // present: InputAdder and AfterBlocker return x itself (no node) when no
 // part has them, and Scale returns 1/math.Sqrt(float64(dh)), the
