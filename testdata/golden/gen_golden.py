@@ -189,8 +189,9 @@ BASE_CONFIG = dict(vocab=256, d=32, heads=4, layers=2, ff=64, B=2, T=8,
 
 # Modules of the reference implementations of the encodings beyond a line
 # (testdata/golden/gen_golden_<group>.py), each with generate(out_dir) -> [(path, size)]: the 2-D
-# encodings of image patches, then the graph encodings.
-MODULES_2D = ["gen_golden_abs", "gen_golden_rel", "gen_golden_rope", "gen_golden_cpe", "gen_golden_graph"]
+# encodings of image patches, then the graph and syntax-tree encodings.
+MODULES_2D = ["gen_golden_abs", "gen_golden_rel", "gen_golden_rope", "gen_golden_cpe", "gen_golden_graph",
+              "gen_golden_tree"]
 
 # (case name, overrides of BASE_CONFIG plus encoding options). "pos" names the encoding.
 CASES = [
