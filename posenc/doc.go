@@ -46,6 +46,13 @@
 // harness checks that every tile equals the matching block of ScoreBias.
 // AfterBlocker is the hook of encodings that act between blocks (cpe).
 //
+// Encodings of pairwise positions (issue #14; exported types, not yet
+// registered by name): GraphormerSpatial and GraphormerCentrality (Ying et
+// al. 2021) and LaplacianInput (Dwivedi & Bresson 2020) for graphs, TreeRel
+// for syntax trees (Zügner et al. 2021), and NewCombined, which makes one
+// encoding of several (a tree bias with a 1-D encoding: "tree+rope"), each
+// part receiving the positions it serves.
+//
 // Fixed buffers (sinusoid tables, slopes, bucket indices) are computed on the
 // host, cached per span in one mutex-guarded cache type shared by every
 // encoding (cache.go), and enter graphs as constants; only learnable tables
