@@ -19,6 +19,7 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
+	"github.com/rpe-go/rpe/experiments/images"
 	"github.com/rpe-go/rpe/experiments/study"
 	"github.com/rpe-go/rpe/experiments/trainer"
 )
@@ -269,11 +270,16 @@ func Markdown(p Plan, rows []Row, pending []string) string {
 	rss, _ := cells(rows, func(r Row) float64 { return float64(r.PeakRSS) / (1 << 20) })
 	tr, _ := cells(rows, func(r Row) float64 { return r.TrainMsPerStep })
 	par := map[string]int{}
+	trained := map[string]string{} // label -> a resolution it has rows at
 	for _, r := range rows {
 		par[r.label()] = r.Params
+		if _, ok := trained[r.label()]; !ok && r.Status == StatusOK {
+			trained[r.label()] = r.Resolution
+		}
 	}
 	for _, l := range labels {
-		fmt.Fprintf(&b, "| %s | %d | %.1f |", l, par[l], tr[[2]string{l, p.Resolutions[0].Name}].mean)
+		// the training time is the model's, on every row of it
+		fmt.Fprintf(&b, "| %s | %d | %.1f |", l, par[l], tr[[2]string{l, trained[l]}].mean)
 		for _, res := range p.Resolutions {
 			k := [2]string{l, res.Name}
 			if c := ms[k]; c.n > 0 {
@@ -307,7 +313,10 @@ func Plot(p Plan, rows []Row, path string) error {
 	}
 	pl.Title.Text = title
 	pl.Y.Label.Text = "test accuracy (%)"
-	pl.Y.Min, pl.Y.Max = 0, 100
+	// headroom above 100% for the legend, so it hides no bar
+	pl.Y.Min, pl.Y.Max = 0, 122
+	pl.Y.Tick.Marker = plot.ConstantTicks([]plot.Tick{{Value: 0, Label: "0"}, {Value: 25, Label: "25"},
+		{Value: 50, Label: "50"}, {Value: 75, Label: "75"}, {Value: 100, Label: "100"}})
 	w := vg.Points(7)
 	nres := len(p.Resolutions)
 	for i, res := range p.Resolutions {
@@ -329,14 +338,22 @@ func Plot(p Plan, rows []Row, path string) error {
 		pl.Add(bars)
 		pl.Legend.Add(fmt.Sprintf("%s (%s grid)", res.Name, gridOf(rows, res.Name)), bars)
 		if len(p.Seeds) > 1 {
-			pts := make(plotter.XYs, len(labels))
-			for k := range labels {
-				pts[k].X, pts[k].Y = float64(k), vals[k]
+			// error bars on the cells that have a value (none on n/a cells)
+			var pts plotter.XYs
+			var es plotter.YErrors
+			for k, l := range labels {
+				if c := acc[[2]string{l, res.Name}]; !c.na && c.n > 0 {
+					pts = append(pts, plotter.XY{X: float64(k), Y: vals[k]})
+					es = append(es, errs[k])
+				}
+			}
+			if len(pts) == 0 {
+				continue
 			}
 			eb, err := plotter.NewYErrorBars(struct {
 				plotter.XYs
 				plotter.YErrors
-			}{pts, errs})
+			}{pts, es})
 			if err != nil {
 				return err
 			}
@@ -345,6 +362,11 @@ func Plot(p Plan, rows []Row, path string) error {
 			pl.Add(offsetErrors{eb, bars.Offset})
 		}
 	}
+	chance := plotter.NewFunction(func(float64) float64 { return 100 / float64(images.Classes) })
+	chance.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	chance.Width = vg.Points(0.8)
+	pl.Add(chance)
+	pl.Legend.Add(fmt.Sprintf("chance (%.0f%%)", 100/float64(images.Classes)), chance)
 	names := make([]string, len(labels))
 	for k, l := range labels {
 		names[k] = l
@@ -357,9 +379,8 @@ func Plot(p Plan, rows []Row, path string) error {
 	pl.NominalX(names...)
 	pl.X.Tick.Label.Rotation = 0.7
 	pl.X.Tick.Label.XAlign = draw.XRight
-	pl.Legend.Top = false
+	pl.Legend.Top = true
 	pl.Legend.Left = true
-	pl.Legend.YOffs = -vg.Points(4)
 	pl.Add(plotter.NewGrid())
 	pl.X.Label.Text = "* n/a on a larger grid (no bar)"
 	img := vg.Length(11) * vg.Inch
