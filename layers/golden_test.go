@@ -142,8 +142,10 @@ func goldenCases(t *testing.T) []string {
 	sort.Strings(files)
 	cases := files[:0]
 	for _, f := range files {
-		// tables: index tables; 2d-*: hook-level cases of the 2-D encodings (both read by posenc tests)
-		if base := filepath.Base(f); base != "tables.safetensors" && !strings.HasPrefix(base, "2d-") {
+		// A whole-LM case records the model's vocabulary in its metadata;
+		// the other files (tables.safetensors, the hook-level cases of the
+		// 2-D, graph and tree encodings) are read by posenc's tests.
+		if isLMCase(t, f) {
 			cases = append(cases, f)
 		}
 	}
@@ -152,6 +154,22 @@ func goldenCases(t *testing.T) []string {
 		t.Fatalf("no golden files in %s (run /usr/bin/python3 testdata/golden/gen_golden.py)", goldenDir)
 	}
 	return files
+}
+
+// isLMCase reports whether the golden file at path is a whole-LM case of
+// gen_golden.py's CASES: its metadata has "vocab".
+func isLMCase(t *testing.T, path string) bool {
+	t.Helper()
+	buf, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, md, err := safetensors.ReadMetadata(buf)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	_, ok := md.Metadata()["vocab"]
+	return ok
 }
 
 // close reports whether got matches want to 1e-5 (absolute, or relative for
