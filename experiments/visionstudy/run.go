@@ -166,6 +166,9 @@ func (r *runner) spec(cfg trainer.Config) spec {
 // saving the current checkpoint; the error wraps trainer.ErrInterrupted.
 func Run(ctx context.Context, p Plan, opt Options) (*Outcome, error) {
 	start := time.Now()
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	r, err := newRunner(p, opt)
 	if err != nil {
 		return nil, err
@@ -195,6 +198,9 @@ func Run(ctx context.Context, p Plan, opt Options) (*Outcome, error) {
 
 // RunJob runs job n (0-based, as Plan.Jobs lists them) without rendering.
 func RunJob(ctx context.Context, p Plan, opt Options, n int) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	r, err := newRunner(p, opt)
 	if err != nil {
 		return err
