@@ -209,11 +209,13 @@ type Options struct {
 	// Rel2DBuckets is the number of buckets per axis and sign of swin-log's
 	// log-bucketed (Δrow, Δcol) indices (default 8), Rel2DMaxDistance where
 	// its log buckets end (default 32).
-	Rel2DBuckets, Rel2DMaxDistance int
+	Rel2DBuckets     int `opt:"rel2d-buckets"`
+	Rel2DMaxDistance int `opt:"rel2d-max-distance"`
 	// Rope2DBase is the base of rope-2d's axial frequencies (default 100,
 	// Heo et al. 2024's rope_theta for RoPE-Axial); RopeMixedBase the base
 	// of rope-mixed's initial frequencies (default 10, their RoPE-Mixed).
-	Rope2DBase, RopeMixedBase float64
+	Rope2DBase    float64 `opt:"rope2d-base"`
+	RopeMixedBase float64
 	// CPEKernel is the side of cpe's depthwise convolution (default 3, odd)
 	// and CPEAfterBlock the 1-based block after which it is added (default
 	// 1: after the first block, as Chu et al. 2021's PEG).

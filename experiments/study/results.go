@@ -287,13 +287,23 @@ type cellKey struct {
 // aggregate groups rows by encoding, length and protocol and returns the
 // mean and std of value over seeds.
 func aggregate(rows []Row, value func(Row) float64) map[cellKey]Cell {
-	vals := map[cellKey][]float64{}
-	out := map[cellKey]Cell{}
+	return Aggregate(rows, func(r Row) cellKey { return cellKey{r.Encoding, r.EvalLen, r.Protocol} },
+		func(r Row) (bool, string) { return r.Status == StatusNA, r.Note }, value)
+}
+
+// Aggregate groups rows by key and returns, per key, the mean and sample
+// standard deviation of value over the rows that have a result. A row for
+// which na reports true has none: its key's cell is NA (with the row's
+// note) unless another row of the key has a result. Every study's tables
+// (this package's and the vision study's) use it.
+func Aggregate[R any, K comparable](rows []R, key func(R) K, na func(R) (bool, string), value func(R) float64) map[K]Cell {
+	vals := map[K][]float64{}
+	out := map[K]Cell{}
 	for _, r := range rows {
-		k := cellKey{r.Encoding, r.EvalLen, r.Protocol}
-		if r.Status == StatusNA {
+		k := key(r)
+		if isNA, note := na(r); isNA {
 			c := out[k]
-			c.NA, c.Note = true, r.Note
+			c.NA, c.Note = true, note
 			out[k] = c
 			continue
 		}

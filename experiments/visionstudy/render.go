@@ -150,14 +150,6 @@ func writeCSV(path string, rows []Row) error {
 	return study.WriteFileAtomic(path, buf.Bytes())
 }
 
-// cell is the mean and sample standard deviation of a metric over seeds.
-type cell struct {
-	mean, std float64
-	n         int
-	na        bool
-	note      string
-}
-
 // label is the table label of a row: the encoding plus its evaluation
 // setting.
 func (r Row) label() string {
@@ -167,32 +159,17 @@ func (r Row) label() string {
 	return r.Encoding + " [" + r.Eval + "]"
 }
 
-// cells aggregates the accuracy of the rows by (label, resolution).
-func cells(rows []Row, metric func(Row) float64) (map[[2]string]cell, []string) {
-	vals := map[[2]string][]float64{}
-	out := map[[2]string]cell{}
+// cells aggregates a metric of the rows by (label, resolution) over seeds
+// (study.Aggregate) and lists the labels in the rows' order.
+func cells(rows []Row, metric func(Row) float64) (map[[2]string]study.Cell, []string) {
 	var labels []string
 	for _, r := range rows {
-		k := [2]string{r.label(), r.Resolution}
 		if !slices.Contains(labels, r.label()) {
 			labels = append(labels, r.label())
 		}
-		if r.Status != StatusOK {
-			c := out[k]
-			c.na, c.note = true, r.Note
-			out[k] = c
-			continue
-		}
-		vals[k] = append(vals[k], metric(r))
 	}
-	for k, v := range vals {
-		m, s := study.MeanStd(v)
-		c := out[k]
-		c.mean, c.std, c.n = m, s, len(v)
-		c.na = false
-		out[k] = c
-	}
-	return out, labels
+	return study.Aggregate(rows, func(r Row) [2]string { return [2]string{r.label(), r.Resolution} },
+		func(r Row) (bool, string) { return r.Status != StatusOK, r.Note }, metric), labels
 }
 
 // Markdown renders the tables of table.md: test accuracy (%) per encoding
@@ -234,15 +211,15 @@ func Markdown(p Plan, rows []Row, pending []string) string {
 			switch {
 			case !ok:
 				b.WriteString(" |")
-			case c.na:
+			case c.NA:
 				b.WriteString(" n/a |")
-				if c.note != "" {
-					notes = append(notes, fmt.Sprintf("%s at %s: %s", l, res.Name, c.note))
+				if c.Note != "" {
+					notes = append(notes, fmt.Sprintf("%s at %s: %s", l, res.Name, c.Note))
 				}
 			case seeds > 1:
-				fmt.Fprintf(&b, " %.2f ± %.2f |", c.mean, c.std)
+				fmt.Fprintf(&b, " %.2f ± %.2f |", c.Mean, c.Std)
 			default:
-				fmt.Fprintf(&b, " %.2f |", c.mean)
+				fmt.Fprintf(&b, " %.2f |", c.Mean)
 			}
 		}
 		b.WriteString("\n")
@@ -279,11 +256,11 @@ func Markdown(p Plan, rows []Row, pending []string) string {
 	}
 	for _, l := range labels {
 		// the training time is the model's, on every row of it
-		fmt.Fprintf(&b, "| %s | %d | %.1f |", l, par[l], tr[[2]string{l, trained[l]}].mean)
+		fmt.Fprintf(&b, "| %s | %d | %.1f |", l, par[l], tr[[2]string{l, trained[l]}].Mean)
 		for _, res := range p.Resolutions {
 			k := [2]string{l, res.Name}
-			if c := ms[k]; c.n > 0 {
-				fmt.Fprintf(&b, " %.3f | %.0f |", c.mean, rss[k].mean)
+			if c := ms[k]; c.N > 0 {
+				fmt.Fprintf(&b, " %.3f | %.0f |", c.Mean, rss[k].Mean)
 			} else {
 				b.WriteString(" n/a | n/a |")
 			}
@@ -324,8 +301,8 @@ func Plot(p Plan, rows []Row, path string) error {
 		errs := make(plotter.YErrors, len(labels))
 		for k, l := range labels {
 			c := acc[[2]string{l, res.Name}]
-			if !c.na && c.n > 0 {
-				vals[k], errs[k].Low, errs[k].High = c.mean, c.std, c.std
+			if !c.NA && c.N > 0 {
+				vals[k], errs[k].Low, errs[k].High = c.Mean, c.Std, c.Std
 			}
 		}
 		bars, err := plotter.NewBarChart(vals, w)
@@ -342,7 +319,7 @@ func Plot(p Plan, rows []Row, path string) error {
 			var pts plotter.XYs
 			var es plotter.YErrors
 			for k, l := range labels {
-				if c := acc[[2]string{l, res.Name}]; !c.na && c.n > 0 {
+				if c := acc[[2]string{l, res.Name}]; !c.NA && c.N > 0 {
 					pts = append(pts, plotter.XY{X: float64(k), Y: vals[k]})
 					es = append(es, errs[k])
 				}
@@ -371,7 +348,7 @@ func Plot(p Plan, rows []Row, path string) error {
 	for k, l := range labels {
 		names[k] = l
 		for _, res := range p.Resolutions[1:] {
-			if c := acc[[2]string{l, res.Name}]; c.na {
+			if c := acc[[2]string{l, res.Name}]; c.NA {
 				names[k] = l + " *"
 			}
 		}
