@@ -86,10 +86,15 @@ func (r *runner) collect() (rows []Row, pending []string, err error) {
 	return rows, pending, nil
 }
 
-func sameSpec(a, b spec) bool {
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
-	return bytes.Equal(x, y)
+// sameSpec reports whether saved rows were computed under the spec of this
+// run. Both configurations are compared resolved (trainer.Config.Resolved),
+// so rows saved before an option was added to the library (absent in their
+// JSON, zero when read back) still match when the option is at its default.
+func sameSpec(saved, now spec) bool {
+	saved.Config, now.Config = saved.Config.Resolved(), now.Config.Resolved()
+	x, err1 := json.Marshal(saved)
+	y, err2 := json.Marshal(now)
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
 }
 
 // render writes results.csv, results.json, table.md and accuracy.png.

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"time"
 
@@ -239,7 +238,7 @@ func (r *runner) runJob(ctx context.Context, j Job, tag string) (reused bool, er
 			if err := json.Unmarshal(b, &jf); err != nil {
 				return false, errors.Wrapf(err, "reading %s (delete it to recompute)", r.rowsPath(j))
 			}
-			if reflect.DeepEqual(jf.Spec, sp) {
+			if sameSpec(jf.Spec, sp) {
 				return true, nil
 			}
 			r.logf("%s %s: saved rows are of another configuration; recomputing\n", tag, j.Key())

@@ -177,3 +177,26 @@ func TestPlanErrors(t *testing.T) {
 		t.Error("unknown preset accepted")
 	}
 }
+
+// TestSpecForwardCompatible: rows saved before an option existed (zero in
+// their JSON) still match a run with that option at its default, and a
+// changed option does not.
+func TestSpecForwardCompatible(t *testing.T) {
+	p := tinyPlan("swin-log")
+	jobs, _ := p.Jobs()
+	cfg, err := p.Config(jobs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := spec{Config: cfg.Resolved(), Patch: 2}
+	old := now
+	old.Config.Model.PosOpts.Rel2DBuckets = 0 // as read back from a file written before the option existed
+	if !sameSpec(old, now) {
+		t.Fatal("a missing option at its default made the spec differ")
+	}
+	changed := now
+	changed.Config.Model.PosOpts.Rel2DBuckets = 3
+	if sameSpec(changed, now) {
+		t.Fatal("a changed option was not noticed")
+	}
+}
