@@ -1126,6 +1126,29 @@ def write_tables(out_dir):
     return path, os.path.getsize(path)
 
 
+def write_case(path, tensors, meta):
+    """Writes one golden case of a module (gen_golden_<group>.py), reads it back and checks that
+    every tensor's bytes and the metadata survived; returns (path, size)."""
+    write_safetensors(path, tensors, meta)
+    back, bmeta = read_safetensors(path)
+    for k, v in tensors.items():
+        assert back[k].tobytes() == v.detach().contiguous().numpy().tobytes(), (path, k)
+    assert bmeta == {k: str(v) for k, v in meta.items()}, path
+    return path, os.path.getsize(path)
+
+
+def check_directional_fd(loss_of, vals, grads, tol, label, seed=99, eps=1e-6):
+    """Checks autograd's gradients grads of loss_of(*vals)[0] against a central finite difference
+    along one random direction (seeded): |fd - an| < tol * (1 + |an|)."""
+    g = torch.Generator().manual_seed(seed)
+    dirs = [torch.randn(v.shape, generator=g) for v in vals]
+    plus = loss_of(*[v + eps * u for v, u in zip(vals, dirs)])[0]
+    minus = loss_of(*[v - eps * u for v, u in zip(vals, dirs)])[0]
+    fd = ((plus - minus) / (2 * eps)).item()
+    an = sum((gr * u).sum() for gr, u in zip(grads, dirs)).item()
+    assert abs(fd - an) < tol * (1 + abs(an)), (label, fd, an)
+
+
 def module_main(doc, generate, self_check):
     """The command line of a 2-D module (gen_golden_<group>.py): --check-only runs its
     self-check, else generate(out) writes its cases and each file's size is printed."""

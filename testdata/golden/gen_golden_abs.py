@@ -57,7 +57,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_golden import module_main, read_safetensors, write_safetensors  # noqa: E402
+from gen_golden import check_directional_fd, module_main, write_case  # noqa: E402
 
 torch.set_default_dtype(torch.float64)
 
@@ -239,14 +239,7 @@ def finish(out_dir, case, tensors, leaves, pe_fn, meta):
     req = [v.clone().requires_grad_(True) for v in vals]
     loss, out = loss_of(*req)
     grads = torch.autograd.grad(loss, req)
-    g = torch.Generator().manual_seed(99)
-    dirs = [torch.randn(v.shape, generator=g) for v in vals]
-    eps = 1e-6
-    plus = loss_of(*[v + eps * u for v, u in zip(vals, dirs)])[0]
-    minus = loss_of(*[v - eps * u for v, u in zip(vals, dirs)])[0]
-    fd = ((plus - minus) / (2 * eps)).item()
-    an = sum((gr * u).sum() for gr, u in zip(grads, dirs)).item()
-    assert abs(fd - an) < 1e-6 * (1 + abs(an)), (case, fd, an)
+    check_directional_fd(loss_of, vals, grads, 1e-6, case)
     tensors = dict(tensors)
     tensors["out"] = out.detach()
     tensors["aux/pe"] = pe_fn(*vals[1:]).detach()
@@ -255,12 +248,7 @@ def finish(out_dir, case, tensors, leaves, pe_fn, meta):
         tensors["grad/" + n] = gr
     meta = dict(meta, case="2d-" + case, B=x.shape[0], T=x.shape[1], d=x.shape[2])
     path = os.path.join(out_dir, f"2d-{case}.safetensors")
-    write_safetensors(path, tensors, meta)
-    back, bmeta = read_safetensors(path)
-    for n, t in tensors.items():
-        assert np.array_equal(back[n], t.detach().numpy()), (path, n)
-    assert bmeta == {k: str(v) for k, v in meta.items()}
-    return path, os.path.getsize(path)
+    return write_case(path, tensors, meta)
 
 
 def generate(out_dir):

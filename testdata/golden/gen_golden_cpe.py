@@ -42,12 +42,11 @@ loss along a random direction against autograd.
 import os
 import sys
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_golden import module_main, read_safetensors, write_safetensors  # noqa: E402
+from gen_golden import check_directional_fd, module_main, write_case  # noqa: E402
 
 torch.set_default_dtype(torch.float64)
 
@@ -159,14 +158,7 @@ def generate(out_dir):
         req = [v.clone().requires_grad_(True) for v in vals]
         loss, out = loss_of(*req)
         grads = torch.autograd.grad(loss, req)
-        gd = torch.Generator().manual_seed(99)
-        dirs = [torch.randn(v.shape, generator=gd) for v in vals]
-        eps = 1e-6
-        plus = loss_of(*[v + eps * u for v, u in zip(vals, dirs)])[0]
-        minus = loss_of(*[v - eps * u for v, u in zip(vals, dirs)])[0]
-        fd = ((plus - minus) / (2 * eps)).item()
-        an = sum((gr * u).sum() for gr, u in zip(grads, dirs)).item()
-        assert abs(fd - an) < 1e-6 * (1 + abs(an)), (case, fd, an)
+        check_directional_fd(loss_of, vals, grads, 1e-6, case)
 
         tensors = {"x": x, "w": w, "coords": coords, "conv_weight": weight, "conv_bias": bias,
                    "cpe/w": to_go(weight), "cpe/b": bias.clone(), "out": out.detach(),
@@ -175,12 +167,7 @@ def generate(out_dir):
         meta = {"case": "2d-" + case, "pos": "cpe", "B": B, "T": T, "d": d, "rows": rows,
                 "cols": cols, "kernel": k}
         path = os.path.join(out_dir, f"2d-{case}.safetensors")
-        write_safetensors(path, tensors, meta)
-        back, bmeta = read_safetensors(path)
-        for n, t in tensors.items():
-            assert np.array_equal(back[n], t.detach().numpy()), (path, n)
-        assert bmeta == {k: str(v) for k, v in meta.items()}
-        written.append((path, os.path.getsize(path)))
+        written.append(write_case(path, tensors, meta))
     return written
 
 

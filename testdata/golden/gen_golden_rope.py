@@ -57,7 +57,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_golden import module_main, write_safetensors  # noqa: E402
+from gen_golden import module_main, write_case  # noqa: E402
 
 torch.set_default_dtype(torch.float64)
 
@@ -330,16 +330,14 @@ def generate(out_dir):
             out["grad/" + n] = gr
         meta = {"case": case, "pos": pos, "B": B, "H": H, "dh": dh, "rows": rows, "cols": cols, "base": repr(base)}
         path = os.path.join(out_dir, f"2d-rope-{case}.safetensors")
-        write_safetensors(path, out, meta)
-        written.append((path, os.path.getsize(path)))
+        written.append(write_case(path, out, meta))
     # the init of rope-mixed alone: angles -> freqs
     g = torch.Generator().manual_seed(3100)
     H, dh, base = 4, 12, 10.0
     alpha = torch.rand(H, generator=g) * 2 * math.pi
     path = os.path.join(out_dir, "2d-rope-mixed-init.safetensors")
-    write_safetensors(path, {"alpha": alpha, "freqs": init_freqs(dh, alpha, base)},
-                      {"case": "mixed-init", "pos": "rope-mixed", "H": H, "dh": dh, "base": repr(base)})
-    written.append((path, os.path.getsize(path)))
+    written.append(write_case(path, {"alpha": alpha, "freqs": init_freqs(dh, alpha, base)},
+                              {"case": "mixed-init", "pos": "rope-mixed", "H": H, "dh": dh, "base": repr(base)}))
     return written
 
 
