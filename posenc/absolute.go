@@ -1,6 +1,7 @@
 package posenc
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/pkg/errors"
@@ -119,9 +120,23 @@ func NewLearned(maxLen int, std float64) (*Learned, error) {
 // Name implements Encoding.
 func (*Learned) Name() string { return "learned" }
 
-// ErrBeyondTable is returned (wrapped) when a learned absolute table is asked
-// for positions it does not have.
+// ErrBeyondTable is returned (wrapped) when a table is asked for positions it
+// does not have: the learned absolute table beyond MaxLen, learned-2d on
+// another grid without resampling, swin beyond its offsets. Callers that
+// mark such cells n/a (the studies) test it with errors.Is.
 var ErrBeyondTable = errors.New("position beyond the learned table")
+
+// beyondTable is an error with the encoding's own message for which
+// errors.Is(err, ErrBeyondTable) holds.
+type beyondTable struct{ msg string }
+
+func (e beyondTable) Error() string        { return e.msg }
+func (e beyondTable) Is(target error) bool { return target == ErrBeyondTable }
+
+// errBeyondTable formats an error that is ErrBeyondTable (see beyondTable).
+func errBeyondTable(format string, args ...any) error {
+	return errors.WithStack(beyondTable{fmt.Sprintf(format, args...)})
+}
 
 // AddToInput implements InputAdder.
 func (e *Learned) AddToInput(s *Site, x *G.Node) (*G.Node, error) {

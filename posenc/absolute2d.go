@@ -143,7 +143,7 @@ func (e *Learned2D) AddToInput(s *Site, x *G.Node) (*G.Node, error) {
 	r2, c2 := pos.Extent[0], pos.Extent[1]
 	same := r2 == e.Rows && c2 == e.Cols
 	if !same && e.Resample == ResampleNone {
-		return nil, errors.Errorf("posenc learned-2d: table is %dx%d, the input grid is %dx%d; set -grid-resample bilinear or bicubic", e.Rows, e.Cols, r2, c2)
+		return nil, errBeyondTable("posenc learned-2d: table is %dx%d, the input grid is %dx%d; set -grid-resample bilinear or bicubic", e.Rows, e.Cols, r2, c2)
 	}
 	plan, err := e.cache.get(learned2DKey{pos.Key(), s.Dtype()}, func() (learned2DPlan, error) {
 		idx := make([]int, t)

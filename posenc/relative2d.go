@@ -120,7 +120,7 @@ func (e *Swin) index(s *Site) (gridIdx, error) {
 	return gridIndex(&e.idx, "swin", s, e.GridRows, e.GridCols, func(p *Positions) error {
 		dr, dc := gridSpan(p)
 		if dr > e.GridRows-1 || dc > e.GridCols-1 {
-			return errors.Errorf("posenc swin: table covers offsets up to ±%d rows and ±%d cols (%dx%d grid), the positions span %dx%d; use swin-log",
+			return errBeyondTable("posenc swin: table covers offsets up to ±%d rows and ±%d cols (%dx%d grid), the positions span %dx%d; use swin-log",
 				e.GridRows-1, e.GridCols-1, e.GridRows, e.GridCols, dr+1, dc+1)
 		}
 		return nil

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/pkg/errors"
@@ -346,11 +345,8 @@ func (r *runner) evalSettings(cfg trainer.Config, res Resolution) []evalSetting 
 }
 
 // isServeError reports whether err is an encoding refusing a grid it cannot
-// serve (as opposed to a failure of the run).
-func isServeError(err error) bool {
-	var pe interface{ PositionError() bool }
-	return errors.As(err, &pe) || strings.Contains(err.Error(), "posenc")
-}
+// serve (posenc.ErrBeyondTable), as opposed to a failure of the run.
+func isServeError(err error) bool { return errors.Is(err, posenc.ErrBeyondTable) }
 
 // trainMs is the mean wall time per update in the metrics log of ckpt.
 func trainMs(ckpt string) float64 {

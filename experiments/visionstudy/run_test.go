@@ -154,6 +154,36 @@ func TestNA(t *testing.T) {
 	}
 }
 
+// TestNATables: learned-2d without resampling and swin beyond its offsets
+// are n/a too (their errors are posenc.ErrBeyondTable), with their own
+// messages as notes; learned-2d resampled serves the larger grid.
+func TestNATables(t *testing.T) {
+	data := t.TempDir()
+	writeSynthMNIST(t, data, 32, 16)
+	p := tinyPlan("learned-2d", "swin")
+	p.Base.Steps, p.TestImages = 2, 16
+	o, err := Run(context.Background(), p, Options{Dir: t.TempDir(), MNIST: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ enc, eval, status, note string }{
+		{"learned-2d", "", StatusOK, ""},
+		{"learned-2d", "", StatusNA, "the input grid is 8x8"},
+		{"learned-2d", "resample=bicubic", StatusOK, ""},
+		{"swin", "", StatusOK, ""},
+		{"swin", "", StatusNA, "use swin-log"},
+	}
+	if len(o.Rows) != len(want) {
+		t.Fatalf("%d rows, want %d: %+v", len(o.Rows), len(want), o.Rows)
+	}
+	for i, w := range want {
+		r := o.Rows[i]
+		if r.Encoding != w.enc || r.Eval != w.eval || r.Status != w.status || !strings.Contains(r.Note, w.note) {
+			t.Errorf("row %d = %s [%s] %s %q, want %s [%s] %s containing %q", i, r.Encoding, r.Eval, r.Status, r.Note, w.enc, w.eval, w.status, w.note)
+		}
+	}
+}
+
 // TestPlanErrors checks that bad plans are refused before anything runs.
 func TestPlanErrors(t *testing.T) {
 	for _, c := range []struct {
