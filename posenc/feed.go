@@ -77,7 +77,7 @@ func (f *Feed) Bind(p *Positions) error {
 	defer f.mu.Unlock()
 	for _, it := range f.items {
 		if p.Kind != it.kind || p.Batch != it.batch || p.TQ != it.tq || p.TK != it.tk {
-			return errors.Errorf("posenc: feed: %s was built for %s positions of batch %d, %d queries and %d keys; got %s positions of batch %d, %d queries and %d keys",
+			return errors.Errorf("posenc: feed: %s were built for %s positions of batch %d, %d queries and %d keys; got %s positions of batch %d, %d queries and %d keys",
 				it.what, it.kind, it.batch, it.tq, it.tk, p.Kind, p.Batch, p.TQ, p.TK)
 		}
 		if len(it.scratch) != it.val.Shape().TotalSize() {

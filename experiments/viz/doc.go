@@ -1,5 +1,7 @@
 // Package viz draws the figures of the notebooks: heat maps of bias and
-// index matrices, line plots of curves, rendered to PNG bytes with
+// index matrices, line plots of curves, graphs as node-link diagrams
+// (DrawGraph, laid out by Layout, nodes coloured by a value such as a
+// learned distance bias), rendered to PNG bytes with
 // gonum.org/v1/plot (notebooks show them inline with GoNB's
 // gonbui.DisplayPNG; commands write them to files).
 //
