@@ -46,12 +46,22 @@
 // harness checks that every tile equals the matching block of ScoreBias.
 // AfterBlocker is the hook of encodings that act between blocks (cpe).
 //
-// Encodings of pairwise positions (issue #14; exported types, not yet
-// registered by name): GraphormerSpatial and GraphormerCentrality (Ying et
-// al. 2021) and LaplacianInput (Dwivedi & Bresson 2020) for graphs, TreeRel
-// for syntax trees (Zügner et al. 2021), and NewCombined, which makes one
-// encoding of several (a tree bias with a 1-D encoding: "tree+rope"), each
-// part receiving the positions it serves.
+// Encodings of pairwise positions (structure, KindStructural):
+// graphormer-spatial and graphormer-centrality (GraphormerSpatial and
+// GraphormerCentrality, Ying et al. 2021) and LaplacianInput (Dwivedi &
+// Bresson 2020, a per-node input, not an encoding) for graphs, tree
+// (TreeRel) for syntax trees (Zügner et al. 2021; Shiv & Quirk 2019). New
+// also builds any combination of registered names joined by CombineSep
+// ("tree+rope": NewCombined of the parts), each part receiving the
+// positions it serves (a 1-D part of a tree-biased LM sees the token
+// order); InfoOf describes combinations too.
+//
+// Per-example relations change with every batch. Built plainly, they enter
+// the graph as constants (a new graph per batch); with a Feed in the
+// positions (Positions.Feed) the encodings read them from tensor.Int input
+// nodes instead (graph.TableBias for table biases, degree ids for the
+// centrality encoding), and Feed.Bind(next) refills those nodes before a
+// run, so one graph serves every batch of the same shape.
 //
 // Fixed buffers (sinusoid tables, slopes, bucket indices) are computed on the
 // host, cached per span in one mutex-guarded cache type shared by every
@@ -80,7 +90,8 @@
 // variant of which base, positions served) in the table order none,
 // sinusoidal, learned, shaw, shaw-scalar, t5, xl, deberta, rope, alibi,
 // rope-pi, rope-ntk, rope-dynamic, rope-yarn, learned-2d, sinusoidal-2d,
-// swin, swin-log, alibi-2d, rope-2d, rope-mixed, cpe; Trainable lists the
+// swin, swin-log, alibi-2d, rope-2d, rope-mixed, cpe, graphormer-spatial,
+// graphormer-centrality, tree; Trainable lists the
 // names a model can be trained with and TrainableOn(kind) those serving a
 // kind of positions. Derive lists of encodings from these rather than keeping
 // them by hand.

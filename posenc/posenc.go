@@ -322,7 +322,9 @@ const (
 type Info struct {
 	// Name is the name New takes.
 	Name string
-	// Kind is KindNone, KindAbsolute, KindRelative or KindRotary.
+	// Kind is KindNone, KindAbsolute, KindRelative, KindRotary,
+	// KindConditional or KindStructural (KindCombined for InfoOf of a
+	// combination).
 	Kind string
 	// Learnable is true if the encoding has parameters.
 	Learnable bool
@@ -374,7 +376,8 @@ var tableOrder = []string{
 // Registered returns the Info of every registered encoding in a stable
 // table order: none, sinusoidal, learned, shaw, shaw-scalar, t5, xl,
 // deberta, rope, alibi, then the RoPE scalings rope-pi, rope-ntk,
-// rope-dynamic, rope-yarn.
+// rope-dynamic, rope-yarn, then the 2-D encodings and the structural ones
+// (tableOrder).
 func Registered() []Info {
 	out := make([]Info, 0, len(registry))
 	seen := map[string]bool{}
