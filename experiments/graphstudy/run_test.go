@@ -3,6 +3,7 @@ package graphstudy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -139,10 +140,14 @@ func TestRunResumes(t *testing.T) {
 // rebound through the Feed) computes the loss of a graph built from scratch
 // for that batch, so every batch's own structure reaches the model.
 func TestFeedRebinds(t *testing.T) {
-	for _, enc := range []string{"graphormer-spatial", "graphormer-spatial+graphormer-centrality", "laplacian+graphormer-spatial"} {
-		t.Run(enc, func(t *testing.T) {
-			p := tinyPlan(enc)
-			p.Base.Dtype = tensor.Float64
+	for _, c := range []struct {
+		enc     string
+		virtual bool
+	}{{"graphormer-spatial", false}, {"graphormer-spatial+graphormer-centrality", false}, {"laplacian+graphormer-spatial", false},
+		{"graphormer-spatial+graphormer-centrality", true}} {
+		t.Run(fmt.Sprintf("%s/virtual=%v", c.enc, c.virtual), func(t *testing.T) {
+			p := tinyPlan(c.enc)
+			p.Base.Dtype, p.VirtualNode = tensor.Float64, c.virtual
 			r, cfg, k := setup(t, p)
 			task := newTask(t, r, cfg, k)
 			g := G.NewGraph()
