@@ -258,7 +258,7 @@ func Plot(p Plan, rows []Row, path string) error {
 	pl.Y.Label.Text = "node accuracy (%)"
 	pl.Y.Min, pl.Y.Max = 0, 120
 	sets := p.TestSets()
-	w := vg.Points(14)
+	w := vg.Points(28)
 	for i, s := range sets {
 		var vals plotter.Values
 		var pts plotter.XYs
@@ -294,6 +294,7 @@ func Plot(p Plan, rows []Row, path string) error {
 		}
 	}
 	pl.NominalX(encs...)
+	pl.X.Min, pl.X.Max = -0.6, float64(len(encs))-0.4 // room for the outer bars
 	pl.X.Tick.Label.Rotation = 0.35
 	pl.X.Tick.Label.XAlign = draw.XRight
 	pl.Legend.Top, pl.Legend.Left = true, true
