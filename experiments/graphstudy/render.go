@@ -1,0 +1,323 @@
+package graphstudy
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/pkg/errors"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/rpe-go/rpe/experiments/study"
+	"github.com/rpe-go/rpe/experiments/trainer"
+)
+
+// The files Render writes in the output directory.
+const (
+	FileCSV   = "results.csv"
+	FileJSON  = "results.json"
+	FileTable = "table.md"
+	FilePlot  = "accuracy.png"
+)
+
+// File is results.json.
+type File struct {
+	Preset string `json:"preset"`
+	Plan   Plan   `json:"plan"`
+	Rows   []Row  `json:"rows"`
+	// Pending lists the jobs without saved rows when it was written.
+	Pending []string `json:"pending,omitempty"`
+}
+
+// LoadResults reads results.json of an output directory.
+func LoadResults(dir string) (*File, error) {
+	b, err := os.ReadFile(filepath.Join(dir, FileJSON))
+	if err != nil {
+		return nil, err
+	}
+	var f File
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, errors.Wrapf(err, "%s", filepath.Join(dir, FileJSON))
+	}
+	return &f, nil
+}
+
+// sameSpec reports whether saved rows were computed under the spec of this
+// run (configurations compared resolved).
+func sameSpec(saved, now spec) bool {
+	saved.Config, now.Config = saved.Config.Resolved(), now.Config.Resolved()
+	x, err1 := json.Marshal(saved)
+	y, err2 := json.Marshal(now)
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
+}
+
+// collect reads the saved rows of every job of the plan, in plan order.
+func (r *runner) collect() (rows []Row, pending []string, err error) {
+	jobs, err := r.plan.Jobs()
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, j := range jobs {
+		cfg, lapK, err := r.plan.Config(j)
+		if err != nil {
+			return nil, nil, err
+		}
+		b, err := os.ReadFile(r.rowsPath(j))
+		if os.IsNotExist(err) {
+			pending = append(pending, j.Key())
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		var jf jobFile
+		if err := json.Unmarshal(b, &jf); err != nil {
+			return nil, nil, errors.Wrapf(err, "reading %s", r.rowsPath(j))
+		}
+		if !sameSpec(jf.Spec, r.spec(cfg, lapK)) {
+			pending = append(pending, j.Key()+" (saved rows are of another configuration)")
+			continue
+		}
+		rows = append(rows, jf.Rows...)
+	}
+	return rows, pending, nil
+}
+
+// render writes results.csv, results.json, table.md and accuracy.png.
+func (r *runner) render() ([]Row, error) {
+	if err := os.MkdirAll(r.opt.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	unlock, err := trainer.Lock(r.renderLock())
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	rows, pending, err := r.collect()
+	if err != nil {
+		return nil, err
+	}
+	path := func(f string) string { return filepath.Join(r.opt.Dir, f) }
+	if err := writeCSV(path(FileCSV), rows); err != nil {
+		return nil, err
+	}
+	b, err := json.MarshalIndent(File{Preset: r.plan.Preset, Plan: r.plan, Rows: rows, Pending: pending}, "", " ")
+	if err != nil {
+		return nil, err
+	}
+	if err := study.WriteFileAtomic(path(FileJSON), append(b, '\n')); err != nil {
+		return nil, err
+	}
+	if err := study.WriteFileAtomic(path(FileTable), []byte(Markdown(r.plan, rows, pending))); err != nil {
+		return nil, err
+	}
+	if len(rows) > 0 {
+		if err := Plot(r.plan, rows, path(FilePlot)); err != nil {
+			return nil, err
+		}
+	}
+	return rows, nil
+}
+
+// CSVHeader is the header of results.csv.
+var CSVHeader = []string{"preset", "encoding", "seed", "test_set", "sizes", "accuracy", "graph_accuracy", "loss_nats", "graphs", "nodes",
+	"eval_ms_per_graph", "train_steps", "train_ms_per_step", "train_loss", "val_accuracy", "params", "blas", "go_version", "git_rev", "git_dirty"}
+
+func writeCSV(path string, rows []Row) error {
+	var buf bytes.Buffer
+	w := csv.NewWriter(&buf)
+	_ = w.Write(CSVHeader)
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	for _, r := range rows {
+		_ = w.Write([]string{r.Preset, r.Encoding, strconv.FormatInt(r.Seed, 10), r.TestSet, r.Sizes, f(r.Accuracy), f(r.GraphAccuracy),
+			f(r.Loss), strconv.Itoa(r.Graphs), strconv.Itoa(r.Nodes), f(r.EvalMsPerGraph), strconv.Itoa(r.TrainSteps),
+			f(r.TrainMsPerStep), f(r.TrainLoss), f(r.ValAccuracy), strconv.Itoa(r.Params), r.BLAS, r.GoVersion, r.GitRev,
+			strconv.FormatBool(r.GitDirty)})
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		return err
+	}
+	return study.WriteFileAtomic(path, buf.Bytes())
+}
+
+// byEncoding aggregates a metric over seeds per (encoding, test set) and
+// lists the encodings in the rows' order.
+func byEncoding(rows []Row, metric func(Row) float64) (map[[2]string]study.Cell, []string) {
+	var encs []string
+	for _, r := range rows {
+		if !slices.Contains(encs, r.Encoding) {
+			encs = append(encs, r.Encoding)
+		}
+	}
+	return study.Aggregate(rows, func(r Row) [2]string { return [2]string{r.Encoding, r.TestSet} },
+		func(Row) (bool, string) { return false, "" }, metric), encs
+}
+
+// Markdown renders table.md: node accuracy, graphs all right and loss per
+// encoding and test set, then training speed.
+func Markdown(p Plan, rows []Row, pending []string) string {
+	var b strings.Builder
+	seeds := len(p.Seeds)
+	m := p.Base.Model
+	fmt.Fprintf(&b, "# Graph study, %s preset\n\n", p.Preset)
+	fmt.Fprintf(&b, "Graph Transformer (d=%d, %d heads, %d blocks, FFN %d) on %s: per node, the shortest-path distance to a marked node (classes 0..%d, %d: unreachable), node order shuffled. ",
+		m.DModel, m.Heads, m.Layers, m.FFN, p.Task.Kind, p.Task.MaxDist, p.Task.MaxDist+1)
+	fmt.Fprintf(&b, "Trained on %d graphs of %d-%d nodes (G(n, p), average degree %g, connected; %.0f/%.0f/%.0f%% train/validation/test), %d updates of %d graphs; ",
+		p.Task.Count, p.Task.MinNodes, p.Task.MaxNodes, p.Task.AvgDegree, 100*p.Fracs[0], 100*p.Fracs[1], 100*p.Fracs[2], p.Base.Steps, p.Base.Batch)
+	fmt.Fprintf(&b, "tested on the held-out split and on %d larger graphs of %d-%d nodes (seed %d). Relations clipped at distance %d; laplacian = %d eigenvectors with random sign flips in training. Seeds %v",
+		p.OOD.Count, p.OOD.MinNodes, p.OOD.MaxNodes, p.OOD.Seed, p.MaxDist, p.LapK, p.Seeds)
+	if seeds > 1 {
+		fmt.Fprintf(&b, "; mean ± sample standard deviation over %d seeds", seeds)
+	}
+	b.WriteString(".\n\n")
+	sets := p.TestSets()
+	acc, encs := byEncoding(rows, func(r Row) float64 { return 100 * r.Accuracy })
+	gacc, _ := byEncoding(rows, func(r Row) float64 { return 100 * r.GraphAccuracy })
+	loss, _ := byEncoding(rows, func(r Row) float64 { return r.Loss })
+	cell := func(c study.Cell, ok bool, prec int) string {
+		switch {
+		case !ok || c.N == 0:
+			return ""
+		case seeds > 1:
+			return fmt.Sprintf("%.*f ± %.*f", prec, c.Mean, prec, c.Std)
+		}
+		return fmt.Sprintf("%.*f", prec, c.Mean)
+	}
+	b.WriteString("| encoding |")
+	for _, what := range []string{"node accuracy %", "graphs all right %", "loss (nats/node)"} {
+		for _, s := range sets {
+			fmt.Fprintf(&b, " %s, %s (%d-%d) |", what, s.Name, s.MinNodes, s.MaxNodes)
+		}
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---:|", 3*len(sets)) + "\n")
+	for _, e := range encs {
+		fmt.Fprintf(&b, "| %s |", e)
+		for i, tab := range []map[[2]string]study.Cell{acc, gacc, loss} {
+			prec := 2
+			if i == 2 {
+				prec = 3
+			}
+			for _, s := range sets {
+				c, ok := tab[[2]string{e, s.Name}]
+				fmt.Fprintf(&b, " %s |", cell(c, ok, prec))
+			}
+		}
+		b.WriteString("\n")
+	}
+	tr, _ := byEncoding(rows, func(r Row) float64 { return r.TrainMsPerStep })
+	ev, _ := byEncoding(rows, func(r Row) float64 { return r.EvalMsPerGraph })
+	par := map[string]int{}
+	for _, r := range rows {
+		par[r.Encoding] = r.Params
+	}
+	b.WriteString("\n## Speed\n\n")
+	fmt.Fprintf(&b, "Training ms per update (%d graphs padded to %d nodes) and evaluation ms per graph (means over seeds; measured as the study ran, so they include whatever else the machine ran).\n\n",
+		p.Base.Batch, p.Task.MaxNodes)
+	b.WriteString("| encoding | params | train ms/update |")
+	for _, s := range sets {
+		fmt.Fprintf(&b, " eval ms/graph %s |", s.Name)
+	}
+	b.WriteString("\n|---|---:|---:|" + strings.Repeat("---:|", len(sets)) + "\n")
+	for _, e := range encs {
+		fmt.Fprintf(&b, "| %s | %d | %.1f |", e, par[e], tr[[2]string{e, sets[0].Name}].Mean)
+		for _, s := range sets {
+			fmt.Fprintf(&b, " %.2f |", ev[[2]string{e, s.Name}].Mean)
+		}
+		b.WriteString("\n")
+	}
+	if len(rows) > 0 {
+		fmt.Fprintf(&b, "\nBLAS: %s; %s.\n", rows[0].BLAS, rows[0].GoVersion)
+	}
+	if len(pending) > 0 {
+		fmt.Fprintf(&b, "\nNot yet run: %s.\n", strings.Join(pending, ", "))
+	}
+	return b.String()
+}
+
+// Plot draws accuracy.png: node accuracy per encoding, one bar per test
+// set (trained sizes, larger graphs), error bars of one standard deviation
+// over seeds when there are several.
+func Plot(p Plan, rows []Row, path string) error {
+	acc, encs := byEncoding(rows, func(r Row) float64 { return 100 * r.Accuracy })
+	pl := plot.New()
+	pl.Title.Text = fmt.Sprintf("Graph study (%s preset): node accuracy on %s by encoding", p.Preset, p.Task.Kind)
+	if n := len(p.Seeds); n > 1 {
+		pl.Title.Text += fmt.Sprintf("\nerror bars: ± one sample standard deviation over %d seeds", n)
+	}
+	pl.Y.Label.Text = "node accuracy (%)"
+	pl.Y.Min, pl.Y.Max = 0, 120
+	sets := p.TestSets()
+	w := vg.Points(28)
+	for i, s := range sets {
+		var vals plotter.Values
+		var pts plotter.XYs
+		var errs plotter.YErrors
+		for k, e := range encs {
+			c := acc[[2]string{e, s.Name}]
+			vals = append(vals, c.Mean)
+			if c.N > 1 {
+				pts = append(pts, plotter.XY{X: float64(k), Y: c.Mean})
+				errs = append(errs, struct{ Low, High float64 }{c.Std, c.Std})
+			}
+		}
+		bars, err := plotter.NewBarChart(vals, w)
+		if err != nil {
+			return err
+		}
+		bars.Color = plotutil.Color(i)
+		bars.LineStyle.Width = 0
+		bars.Offset = w * vg.Length(float64(i)-float64(len(sets)-1)/2)
+		pl.Add(bars)
+		pl.Legend.Add(fmt.Sprintf("%s (%d-%d nodes)", s.Name, s.MinNodes, s.MaxNodes), bars)
+		if len(pts) > 0 {
+			eb, err := plotter.NewYErrorBars(struct {
+				plotter.XYs
+				plotter.YErrors
+			}{pts, errs})
+			if err != nil {
+				return err
+			}
+			eb.LineStyle.Width = vg.Points(0.8)
+			eb.CapWidth = vg.Points(4)
+			pl.Add(shifted{eb, bars.Offset})
+		}
+	}
+	pl.NominalX(encs...)
+	pl.X.Min, pl.X.Max = -0.6, float64(len(encs))-0.4 // room for the outer bars
+	pl.X.Tick.Label.Rotation = 0.35
+	pl.X.Tick.Label.XAlign = draw.XRight
+	pl.Legend.Top, pl.Legend.Left = true, true
+	pl.Add(plotter.NewGrid())
+	var buf bytes.Buffer
+	wt, err := pl.WriterTo(9*vg.Inch, 5.5*vg.Inch, "png")
+	if err != nil {
+		return err
+	}
+	if _, err := wt.WriteTo(&buf); err != nil {
+		return errors.Wrapf(err, "drawing %s", path)
+	}
+	return study.WriteFileAtomic(path, buf.Bytes())
+}
+
+// shifted draws error bars moved sideways onto their bar.
+type shifted struct {
+	*plotter.YErrorBars
+	dx vg.Length
+}
+
+func (s shifted) Plot(c draw.Canvas, p *plot.Plot) {
+	c.Rectangle.Min.X += s.dx
+	c.Rectangle.Max.X += s.dx
+	s.YErrorBars.Plot(c, p)
+}
