@@ -123,11 +123,7 @@ func NewGraphTransformer(g *G.ExprGraph, p *graph.Params, cfg GraphConfig) (*Gra
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	name := cfg.Encoder.Pos
-	if name == "" {
-		name = "none"
-	}
-	pos, err := posenc.New(name, cfg.Encoder.PosOpts)
+	pos, err := newPositionEncoding(cfg.Encoder)
 	if err != nil {
 		return nil, err
 	}
@@ -141,14 +137,7 @@ func NewGraphTransformer(g *G.ExprGraph, p *graph.Params, cfg GraphConfig) (*Gra
 			return nil, err
 		}
 	}
-	for l := 0; l < cfg.Encoder.Layers; l++ {
-		b, err := NewBlock(g, p, cfg.Encoder, l, pos)
-		if err != nil {
-			return nil, err
-		}
-		m.Blocks = append(m.Blocks, b)
-	}
-	if m.LNF, err = NewLayerNorm(g, p, "ln_f", d, cfg.Encoder.Eps); err != nil {
+	if m.Blocks, m.LNF, err = newStack(g, p, cfg.Encoder, pos); err != nil {
 		return nil, err
 	}
 	if m.Head, err = NewLinear(g, p, LinearConfig{Name: "head", In: d, Out: cfg.Classes, Bias: true, InitStd: std}); err != nil {
@@ -290,38 +279,14 @@ func (m *GraphTransformer) Fwd(x *G.Node, pos *posenc.Positions, mask, lapPE *G.
 			}
 		}
 	}
-	span := posenc.Span{TQ: t, TK: t}
-	site := func(layer int, prefix string) *posenc.Site {
-		return &posenc.Site{G: m.g, Params: m.p, Layer: layer, Prefix: prefix, B: b, H: m.Cfg.Encoder.Heads,
-			DHead: d / m.Cfg.Encoder.Heads, DModel: d, Span: span, Pos: sp}
-	}
-	if ad, ok := m.Pos.(posenc.InputAdder); ok {
-		if h, err = ad.AddToInput(site(-1, ""), h); err != nil { // [B, T, d]
-			return nil, err
-		}
-	}
 	var attnMask *G.Node
 	if keyMask != nil {
 		if attnMask, err = graph.Reshape(keyMask, b, 1, 1, t); err != nil { // [B, 1, 1, T]
 			return nil, err
 		}
 	}
-	after, _ := m.Pos.(posenc.AfterBlocker)
-	for l, blk := range m.Blocks {
-		if h, err = blk.FwdPositions(h, nil, span, sp, attnMask); err != nil { // [B, T, d]
-			return nil, err
-		}
-		if after != nil {
-			if h, err = after.AfterBlock(site(l, blk.Name), h); err != nil { // [B, T, d]
-				return nil, err
-			}
-		}
-	}
-	flat, err := graph.Reshape(h, b*t, d) // [B*T, d]
+	flat, err := encode(m.g, m.p, m.Cfg.Encoder, m.Pos, m.Blocks, m.LNF, h, sp, attnMask) // [B*T, d]
 	if err != nil {
-		return nil, err
-	}
-	if flat, err = m.LNF.Fwd(flat); err != nil { // [B*T, d]
 		return nil, err
 	}
 	if m.Cfg.PerNode {

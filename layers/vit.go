@@ -83,11 +83,7 @@ func NewViT(g *G.ExprGraph, p *graph.Params, cfg ViTConfig) (*ViT, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	name := cfg.Encoder.Pos
-	if name == "" {
-		name = "none"
-	}
-	pos, err := posenc.New(name, cfg.Encoder.PosOpts)
+	pos, err := newPositionEncoding(cfg.Encoder)
 	if err != nil {
 		return nil, err
 	}
@@ -96,14 +92,7 @@ func NewViT(g *G.ExprGraph, p *graph.Params, cfg ViTConfig) (*ViT, error) {
 	if m.Patch, err = NewLinear(g, p, LinearConfig{Name: "patch_embed", In: cfg.PatchDim(), Out: d, Bias: true, InitStd: cfg.Encoder.InitStd}); err != nil {
 		return nil, err
 	}
-	for l := 0; l < cfg.Encoder.Layers; l++ {
-		b, err := NewBlock(g, p, cfg.Encoder, l, pos)
-		if err != nil {
-			return nil, err
-		}
-		m.Blocks = append(m.Blocks, b)
-	}
-	if m.LNF, err = NewLayerNorm(g, p, "ln_f", d, cfg.Encoder.Eps); err != nil {
+	if m.Blocks, m.LNF, err = newStack(g, p, cfg.Encoder, pos); err != nil {
 		return nil, err
 	}
 	if m.Head, err = NewLinear(g, p, LinearConfig{Name: "head", In: d, Out: cfg.Classes, Bias: true, InitStd: cfg.Encoder.InitStd}); err != nil {
@@ -151,34 +140,10 @@ func (m *ViT) Fwd(patches *G.Node, rows, cols int) (*G.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	span := posenc.Span{TQ: t, TK: t}
-	site := func(layer int, prefix string) *posenc.Site {
-		return &posenc.Site{G: m.g, Params: m.p, Layer: layer, Prefix: prefix, B: b, H: m.Cfg.Encoder.Heads,
-			DHead: d / m.Cfg.Encoder.Heads, DModel: d, Span: span, Pos: pos}
-	}
 	if err := posenc.CheckKind(m.Pos, pos); err != nil {
 		return nil, errors.WithMessage(err, "vit")
 	}
-	if ad, ok := m.Pos.(posenc.InputAdder); ok {
-		if x, err = ad.AddToInput(site(-1, ""), x); err != nil { // [B, T, d]
-			return nil, err
-		}
-	}
-	after, _ := m.Pos.(posenc.AfterBlocker)
-	for l, blk := range m.Blocks {
-		if x, err = blk.FwdPositions(x, nil, span, pos, nil); err != nil { // [B, T, d]
-			return nil, err
-		}
-		if after != nil {
-			if x, err = after.AfterBlock(site(l, blk.Name), x); err != nil { // [B, T, d]
-				return nil, err
-			}
-		}
-	}
-	if flat, err = graph.Reshape(x, b*t, d); err != nil { // [B*T, d]
-		return nil, err
-	}
-	if flat, err = m.LNF.Fwd(flat); err != nil {
+	if flat, err = encode(m.g, m.p, m.Cfg.Encoder, m.Pos, m.Blocks, m.LNF, x, pos, nil); err != nil { // [B*T, d]
 		return nil, err
 	}
 	if x, err = graph.Reshape(flat, b, t, d); err != nil { // [B, T, d]

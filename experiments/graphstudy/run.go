@@ -2,11 +2,10 @@ package graphstudy
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/pkg/errors"
@@ -76,20 +75,8 @@ type spec struct {
 	OODHash     string
 }
 
-type jobFile struct {
-	Spec spec  `json:"spec"`
-	Rows []Row `json:"rows"`
-}
-
 // Outcome is what Run produced.
-type Outcome struct {
-	Rows []Row
-	Dir  string
-	// Trained counts the models of this run; Reused those whose saved rows
-	// were taken as they were.
-	Trained, Reused int
-	Wall            time.Duration
-}
+type Outcome = study.JobsOutcome[Row]
 
 type runner struct {
 	plan                  Plan
@@ -139,12 +126,6 @@ func newRunner(p Plan, opt Options) (*runner, error) {
 	return r, nil
 }
 
-func (r *runner) jobDir(j Job) string   { return filepath.Join(r.opt.Dir, "models", j.Key()) }
-func (r *runner) rowsPath(j Job) string { return filepath.Join(r.opt.Dir, "results", j.Key()+".json") }
-func (r *runner) ckptPath(j Job) string { return filepath.Join(r.jobDir(j), "ckpt.safetensors") }
-func (r *runner) lockPath(j Job) string { return filepath.Join(r.jobDir(j), "job.lock") }
-func (r *runner) renderLock() string    { return filepath.Join(r.opt.Dir, "render.lock") }
-
 func (r *runner) spec(cfg trainer.Config, lapK int) spec {
 	p := r.plan
 	return spec{Config: cfg.Resolved(), LapK: lapK, MaxDist: p.MaxDist, MaxNodes: p.MaxNodes, VirtualNode: p.VirtualNode,
@@ -156,127 +137,104 @@ func (r *runner) data(lapK int) Data {
 		MaxNodes: r.plan.MaxNodes, VirtualNode: r.plan.VirtualNode, Cache: r.cache}
 }
 
+// sameSpec reports whether saved rows were computed under the spec of this
+// run (configurations compared resolved).
+func sameSpec(saved, now spec) bool {
+	saved.Config, now.Config = saved.Config.Resolved(), now.Config.Resolved()
+	return study.JSONEqual(saved, now)
+}
+
+// jobs is the plan's jobs for the shared runner (study.Jobs).
+func (r *runner) jobs() (*study.Jobs[spec, Row], []Job, error) {
+	jobs, err := r.plan.Jobs()
+	if err != nil {
+		return nil, nil, err
+	}
+	keys := make([]string, len(jobs))
+	for i, j := range jobs {
+		keys[i] = j.Key()
+	}
+	js := &study.Jobs[spec, Row]{Name: "graphs", Dir: r.opt.Dir, Keys: keys, Fresh: r.opt.Fresh, Log: r.logw, Same: sameSpec,
+		Render: r.render}
+	js.Spec = func(i int) (spec, error) {
+		cfg, lapK, err := r.plan.Config(jobs[i])
+		return r.spec(cfg, lapK), err
+	}
+	js.Do = func(ctx context.Context, i int, tag string) ([]Row, error) {
+		return r.runJob(ctx, jobs[i], js.CkptPath(i), tag)
+	}
+	return js, jobs, nil
+}
+
 // Run trains and evaluates every model of the plan that has no saved rows
 // (resuming interrupted trainings from their checkpoints), then writes
 // results.csv, results.json, table.md and accuracy.png under the output
 // directory. A finished study only re-renders. A cancelled ctx stops after
 // saving the current checkpoint; the error wraps trainer.ErrInterrupted.
 func Run(ctx context.Context, p Plan, opt Options) (*Outcome, error) {
-	start := time.Now()
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	r, err := newRunner(p, opt)
+	_, js, _, err := open(p, opt)
 	if err != nil {
 		return nil, err
 	}
-	jobs, err := p.Jobs()
-	if err != nil {
-		return nil, err
-	}
-	out := &Outcome{Dir: r.opt.Dir}
-	for i, j := range jobs {
-		done, err := r.runJob(ctx, j, fmt.Sprintf("[%d/%d]", i+1, len(jobs)))
-		if err != nil {
-			return out, err
-		}
-		if done {
-			out.Reused++
-		} else {
-			out.Trained++
-		}
-	}
-	if out.Rows, err = r.render(); err != nil {
-		return out, err
-	}
-	out.Wall = time.Since(start)
-	return out, nil
+	return js.RunAll(ctx)
 }
 
 // RunJob runs job n (0-based, as Plan.Jobs lists them) without rendering.
 func RunJob(ctx context.Context, p Plan, opt Options, n int) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	r, err := newRunner(p, opt)
+	_, js, _, err := open(p, opt)
 	if err != nil {
 		return err
 	}
-	jobs, err := p.Jobs()
-	if err != nil {
-		return err
-	}
-	if n < 0 || n >= len(jobs) {
-		return errors.Errorf("graphs: job %d does not exist (the plan has %d jobs, 0..%d)", n, len(jobs), len(jobs)-1)
-	}
-	_, err = r.runJob(ctx, jobs[n], fmt.Sprintf("[job %d]", n))
-	return err
+	return js.RunJob(ctx, n)
 }
 
 // Render rewrites the tables and plots from the saved rows.
 func Render(p Plan, opt Options) ([]Row, error) {
-	r, err := newRunner(p, opt)
+	_, js, _, err := open(p, opt)
 	if err != nil {
 		return nil, err
 	}
-	return r.render()
+	return js.RenderSaved()
 }
 
-// runJob trains (or resumes) and evaluates one model unless its rows are
-// saved with the same spec; it reports whether they were.
-func (r *runner) runJob(ctx context.Context, j Job, tag string) (reused bool, err error) {
+// open returns the runner of a plan and its jobs.
+func open(p Plan, opt Options) (*runner, *study.Jobs[spec, Row], []Job, error) {
+	r, err := newRunner(p, opt)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	js, jobs, err := r.jobs()
+	return r, js, jobs, err
+}
+
+// runJob trains (or resumes, from ckpt) and evaluates one model.
+func (r *runner) runJob(ctx context.Context, j Job, ckpt, tag string) ([]Row, error) {
 	cfg, lapK, err := r.plan.Config(j)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	sp := r.spec(cfg, lapK)
-	if !r.opt.Fresh {
-		if b, err := os.ReadFile(r.rowsPath(j)); err == nil {
-			var jf jobFile
-			if err := json.Unmarshal(b, &jf); err != nil {
-				return false, errors.Wrapf(err, "reading %s (delete it to recompute)", r.rowsPath(j))
-			}
-			if sameSpec(jf.Spec, sp) {
-				return true, nil
-			}
-			r.logf("%s %s: saved rows are of another configuration; recomputing\n", tag, j.Key())
-		}
-	}
-	if err := os.MkdirAll(r.jobDir(j), 0o755); err != nil {
-		return false, err
-	}
-	unlock, err := trainer.Lock(r.lockPath(j))
-	if err != nil {
-		return false, err
-	}
-	defer func() {
-		if uerr := unlock(); err == nil {
-			err = uerr
-		}
-	}()
 	task, err := NewTask(cfg, r.data(lapK))
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	r.logf("%s training %s (%d updates)\n", tag, j.Key(), cfg.Steps)
-	sum, err := trainer.RunTask(ctx, cfg, task, trainer.RunOptions{Ckpt: r.ckptPath(j), Fresh: r.opt.Fresh,
+	sum, err := trainer.RunTask(ctx, cfg, task, trainer.RunOptions{Ckpt: ckpt, Fresh: r.opt.Fresh,
 		SaveEvery: r.opt.SaveEvery, Progress: r.opt.Progress, Log: r.logw})
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	p, _, err := trainer.LoadTaskModel(r.ckptPath(j), task)
+	p, _, err := trainer.LoadTaskModel(ckpt, task)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	ms := metrics(r.ckptPath(j))
 	base := Row{Preset: r.plan.Preset, Encoding: j.Variant.Label(), Seed: j.Seed, TrainSteps: sum.Steps,
-		TrainMsPerStep: ms.msPerStep, TrainLoss: ms.lastLoss, ValAccuracy: sum.Val.Value, Params: p.Count()}
+		TrainMsPerStep: study.TrainMs(ckpt), TrainLoss: study.LastLoss(ckpt), ValAccuracy: sum.Val.Value, Params: p.Count()}
 	prov := trainer.Provenance()
 	base.BLAS, base.GoVersion, base.GitRev, base.GitDirty = prov.BLAS, prov.GoVersion, prov.GitRev, prov.Dirty
 	var rows []Row
 	for _, ts := range r.plan.TestSets() {
 		if err := ctx.Err(); err != nil {
-			return false, fmt.Errorf("%w (%w)", trainer.ErrInterrupted, err)
+			return nil, fmt.Errorf("%w (%w)", trainer.ErrInterrupted, err)
 		}
 		ds := r.test
 		if ts.Name == "ood" {
@@ -285,7 +243,7 @@ func (r *runner) runJob(ctx context.Context, j Job, tag string) (reused bool, er
 		t0 := time.Now()
 		res, err := Evaluate(p, task.gcfg, ds, task.batchOptions(), cfg.EvalBatch)
 		if err != nil {
-			return false, err
+			return nil, err
 		}
 		row := base
 		row.TestSet, row.Sizes = ts.Name, fmt.Sprintf("%d-%d", ts.MinNodes, ts.MaxNodes)
@@ -294,35 +252,7 @@ func (r *runner) runJob(ctx context.Context, j Job, tag string) (reused bool, er
 		rows = append(rows, row)
 		r.logf("%s %s on %s (%s nodes): node accuracy %.4f, graphs all right %.4f\n", tag, j.Key(), ts.Name, row.Sizes, row.Accuracy, row.GraphAccuracy)
 	}
-	b, err := json.MarshalIndent(jobFile{Spec: sp, Rows: rows}, "", " ")
-	if err != nil {
-		return false, err
-	}
-	return false, study.WriteFileAtomic(r.rowsPath(j), b)
-}
-
-// trainMetrics summarises the metrics log of a checkpoint.
-type trainMetrics struct{ msPerStep, lastLoss float64 }
-
-// metrics reads the metrics log of ckpt: the mean wall time per update and
-// the mean training loss (nats) of the last 10 updates (zeros if it cannot
-// be read).
-func metrics(ckpt string) trainMetrics {
-	ms, err := trainer.ReadMetrics(trainer.MetricsPath(ckpt))
-	if err != nil || len(ms) == 0 {
-		return trainMetrics{}
-	}
-	var out trainMetrics
-	for _, m := range ms {
-		out.msPerStep += m.Seconds
-	}
-	out.msPerStep *= 1000 / float64(len(ms))
-	last := ms[max(0, len(ms)-10):]
-	for _, m := range last {
-		out.lastLoss += m.LossBPB
-	}
-	out.lastLoss *= 0.6931471805599453 / float64(len(last))
-	return out
+	return rows, nil
 }
 
 // LoadModel returns the weights of job j of plan p from its checkpoint in
@@ -341,7 +271,15 @@ func LoadModel(p Plan, opt Options, j Job) (*graph.Params, layers.GraphConfig, e
 	if err != nil {
 		return nil, layers.GraphConfig{}, err
 	}
-	params, _, err := trainer.LoadTaskModel(r.ckptPath(j), task)
+	js, jobs, err := r.jobs()
+	if err != nil {
+		return nil, layers.GraphConfig{}, err
+	}
+	i := slices.IndexFunc(jobs, func(x Job) bool { return x.Key() == j.Key() })
+	if i < 0 {
+		return nil, layers.GraphConfig{}, errors.Errorf("graphs: job %s is not in the plan", j.Key())
+	}
+	params, _, err := trainer.LoadTaskModel(js.CkptPath(i), task)
 	if err != nil {
 		return nil, layers.GraphConfig{}, err
 	}

@@ -107,13 +107,13 @@ func TestRunResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs, _ := p1.Jobs()
+	js, jobs, _ := r.jobs()
 	cfg, k, _ := p1.Config(jobs[0])
 	task, err := NewTask(cfg, r.data(k))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = trainer.RunTask(ctx, cfg, task, trainer.RunOptions{Ckpt: r.ckptPath(jobs[0]), SaveEvery: 100,
+	_, err = trainer.RunTask(ctx, cfg, task, trainer.RunOptions{Ckpt: js.CkptPath(0), SaveEvery: 100,
 		BeforeStep: func(step int) error {
 			if step == 3 {
 				cancel()

@@ -2,10 +2,7 @@ package visionstudy
 
 import (
 	"bytes"
-	"encoding/csv"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -21,138 +18,41 @@ import (
 
 	"github.com/rpe-go/rpe/experiments/images"
 	"github.com/rpe-go/rpe/experiments/study"
-	"github.com/rpe-go/rpe/experiments/trainer"
 )
 
 // The files Render writes in the output directory.
 const (
-	FileCSV   = "results.csv"
-	FileJSON  = "results.json"
-	FileTable = "table.md"
+	FileCSV   = study.FileCSV
+	FileJSON  = study.FileJSON
+	FileTable = study.FileTable
 	FilePlot  = "accuracy.png"
 )
 
 // File is results.json.
-type File struct {
-	Preset string `json:"preset"`
-	Plan   Plan   `json:"plan"`
-	Rows   []Row  `json:"rows"`
-	// Pending lists the jobs without saved rows when it was written.
-	Pending []string `json:"pending,omitempty"`
-}
+type File = study.Results[Plan, Row]
 
 // LoadResults reads results.json of an output directory.
-func LoadResults(dir string) (*File, error) {
-	b, err := os.ReadFile(filepath.Join(dir, FileJSON))
-	if err != nil {
-		return nil, err
-	}
-	var f File
-	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, errors.Wrapf(err, "%s", filepath.Join(dir, FileJSON))
-	}
-	return &f, nil
-}
-
-// collect reads the saved rows of every job of the plan, in plan order.
-func (r *runner) collect() (rows []Row, pending []string, err error) {
-	jobs, err := r.plan.Jobs()
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, j := range jobs {
-		cfg, err := r.plan.Config(j)
-		if err != nil {
-			return nil, nil, err
-		}
-		b, err := os.ReadFile(r.rowsPath(j))
-		if os.IsNotExist(err) {
-			pending = append(pending, j.Key())
-			continue
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		var jf jobFile
-		if err := json.Unmarshal(b, &jf); err != nil {
-			return nil, nil, errors.Wrapf(err, "reading %s", r.rowsPath(j))
-		}
-		if !sameSpec(jf.Spec, r.spec(cfg)) {
-			pending = append(pending, j.Key()+" (saved rows are of another configuration)")
-			continue
-		}
-		rows = append(rows, jf.Rows...)
-	}
-	return rows, pending, nil
-}
-
-// sameSpec reports whether saved rows were computed under the spec of this
-// run. Both configurations are compared resolved (trainer.Config.Resolved),
-// so rows saved before an option was added to the library (absent in their
-// JSON, zero when read back) still match when the option is at its default.
-func sameSpec(saved, now spec) bool {
-	saved.Config, now.Config = saved.Config.Resolved(), now.Config.Resolved()
-	x, err1 := json.Marshal(saved)
-	y, err2 := json.Marshal(now)
-	return err1 == nil && err2 == nil && bytes.Equal(x, y)
-}
+func LoadResults(dir string) (*File, error) { return study.ReadResults[Plan, Row](dir) }
 
 // render writes results.csv, results.json, table.md and accuracy.png.
-func (r *runner) render() ([]Row, error) {
-	if err := os.MkdirAll(r.opt.Dir, 0o755); err != nil {
-		return nil, err
-	}
-	unlock, err := trainer.Lock(r.renderLock())
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	rows, pending, err := r.collect()
-	if err != nil {
-		return nil, err
-	}
-	path := func(f string) string { return filepath.Join(r.opt.Dir, f) }
-	if err := writeCSV(path(FileCSV), rows); err != nil {
-		return nil, err
-	}
-	b, err := json.MarshalIndent(File{Preset: r.plan.Preset, Plan: r.plan, Rows: rows, Pending: pending}, "", " ")
-	if err != nil {
-		return nil, err
-	}
-	if err := study.WriteFileAtomic(path(FileJSON), append(b, '\n')); err != nil {
-		return nil, err
-	}
-	if err := study.WriteFileAtomic(path(FileTable), []byte(Markdown(r.plan, rows, pending))); err != nil {
-		return nil, err
-	}
-	if len(rows) > 0 {
-		if err := Plot(r.plan, rows, path(FilePlot)); err != nil {
-			return nil, err
-		}
-	}
-	return rows, nil
+func (r *runner) render(rows []Row, pending []string) error {
+	return study.WriteOutputs(r.opt.Dir, study.Outputs[Plan, Row]{
+		Results:   File{Preset: r.plan.Preset, Plan: r.plan, Rows: rows, Pending: pending},
+		CSVHeader: csvHeader, CSVRow: csvRow, Markdown: Markdown(r.plan, rows, pending),
+		Plots: []func(string) error{func(dir string) error { return Plot(r.plan, rows, filepath.Join(dir, FilePlot)) }},
+	})
 }
 
 var csvHeader = []string{"preset", "encoding", "eval", "seed", "resolution", "grid", "status", "accuracy", "loss_nats", "images",
 	"eval_ms_per_image", "train_steps", "train_ms_per_step", "train_loss", "val_accuracy", "params", "peak_heap_bytes",
 	"peak_rss_bytes", "blas", "go_version", "git_rev", "git_dirty", "note"}
 
-func writeCSV(path string, rows []Row) error {
-	var buf bytes.Buffer
-	w := csv.NewWriter(&buf)
-	_ = w.Write(csvHeader)
+func csvRow(r Row) []string {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	for _, r := range rows {
-		_ = w.Write([]string{r.Preset, r.Encoding, r.Eval, strconv.FormatInt(r.Seed, 10), r.Resolution, r.Grid, r.Status,
-			f(r.Accuracy), f(r.Loss), strconv.Itoa(r.Images), f(r.EvalMsPerImage), strconv.Itoa(r.TrainSteps), f(r.TrainMsPerStep),
-			f(r.TrainLoss), f(r.ValAccuracy), strconv.Itoa(r.Params), strconv.FormatUint(r.PeakHeap, 10),
-			strconv.FormatUint(r.PeakRSS, 10), r.BLAS, r.GoVersion, r.GitRev, strconv.FormatBool(r.GitDirty), r.Note})
-	}
-	w.Flush()
-	if err := w.Error(); err != nil {
-		return err
-	}
-	return study.WriteFileAtomic(path, buf.Bytes())
+	return []string{r.Preset, r.Encoding, r.Eval, strconv.FormatInt(r.Seed, 10), r.Resolution, r.Grid, r.Status,
+		f(r.Accuracy), f(r.Loss), strconv.Itoa(r.Images), f(r.EvalMsPerImage), strconv.Itoa(r.TrainSteps), f(r.TrainMsPerStep),
+		f(r.TrainLoss), f(r.ValAccuracy), strconv.Itoa(r.Params), strconv.FormatUint(r.PeakHeap, 10),
+		strconv.FormatUint(r.PeakRSS, 10), r.BLAS, r.GoVersion, r.GitRev, strconv.FormatBool(r.GitDirty), r.Note}
 }
 
 // label is the table label of a row: the encoding plus its evaluation

@@ -2,11 +2,10 @@ package visionstudy
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/pkg/errors"
@@ -89,20 +88,8 @@ type spec struct {
 	TestHash    string
 }
 
-type jobFile struct {
-	Spec spec  `json:"spec"`
-	Rows []Row `json:"rows"`
-}
-
 // Outcome is what Run produced.
-type Outcome struct {
-	Rows []Row
-	Dir  string
-	// Trained and Evaluated count the models of this run; Reused those
-	// whose saved rows were taken as they were.
-	Trained, Reused int
-	Wall            time.Duration
-}
+type Outcome = study.JobsOutcome[Row]
 
 type runner struct {
 	plan        Plan
@@ -146,15 +133,40 @@ func newRunner(p Plan, opt Options) (*runner, error) {
 	return r, nil
 }
 
-func (r *runner) jobDir(j Job) string   { return filepath.Join(r.opt.Dir, "models", j.Key()) }
-func (r *runner) rowsPath(j Job) string { return filepath.Join(r.opt.Dir, "results", j.Key()+".json") }
-func (r *runner) ckptPath(j Job) string { return filepath.Join(r.jobDir(j), "ckpt.safetensors") }
-func (r *runner) lockPath(j Job) string { return filepath.Join(r.jobDir(j), "job.lock") }
-func (r *runner) renderLock() string    { return filepath.Join(r.opt.Dir, "render.lock") }
-
 func (r *runner) spec(cfg trainer.Config) spec {
 	return spec{Config: cfg.Resolved(), Patch: r.plan.Patch, TestImages: r.test.N, ValImages: r.val.N,
 		Resolutions: r.plan.Resolutions, Resample: r.plan.Resample, TrainHash: r.train.Hash(), TestHash: r.test.Hash()}
+}
+
+// sameSpec reports whether saved rows were computed under the spec of this
+// run. Both configurations are compared resolved (trainer.Config.Resolved),
+// so rows saved before an option was added to the library (absent in their
+// JSON, zero when read back) still match when the option is at its default.
+func sameSpec(saved, now spec) bool {
+	saved.Config, now.Config = saved.Config.Resolved(), now.Config.Resolved()
+	return study.JSONEqual(saved, now)
+}
+
+// jobs is the plan's jobs for the shared runner (study.Jobs).
+func (r *runner) jobs() (*study.Jobs[spec, Row], []Job, error) {
+	jobs, err := r.plan.Jobs()
+	if err != nil {
+		return nil, nil, err
+	}
+	keys := make([]string, len(jobs))
+	for i, j := range jobs {
+		keys[i] = j.Key()
+	}
+	js := &study.Jobs[spec, Row]{Name: "vision", Dir: r.opt.Dir, Keys: keys, Fresh: r.opt.Fresh, Log: r.logw, Same: sameSpec,
+		Render: r.render}
+	js.Spec = func(i int) (spec, error) {
+		cfg, err := r.plan.Config(jobs[i])
+		return r.spec(cfg), err
+	}
+	js.Do = func(ctx context.Context, i int, tag string) ([]Row, error) {
+		return r.runJob(ctx, jobs[i], js.CkptPath(i), tag)
+	}
+	return js, jobs, nil
 }
 
 // Run trains and evaluates every model of the plan that has no saved rows
@@ -163,125 +175,74 @@ func (r *runner) spec(cfg trainer.Config) spec {
 // directory. A finished study only re-renders. A cancelled ctx stops after
 // saving the current checkpoint; the error wraps trainer.ErrInterrupted.
 func Run(ctx context.Context, p Plan, opt Options) (*Outcome, error) {
-	start := time.Now()
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	r, err := newRunner(p, opt)
+	_, js, _, err := open(p, opt)
 	if err != nil {
 		return nil, err
 	}
-	jobs, err := p.Jobs()
-	if err != nil {
-		return nil, err
-	}
-	out := &Outcome{Dir: r.opt.Dir}
-	for i, j := range jobs {
-		done, err := r.runJob(ctx, j, fmt.Sprintf("[%d/%d]", i+1, len(jobs)))
-		if err != nil {
-			return out, err
-		}
-		if done {
-			out.Reused++
-		} else {
-			out.Trained++
-		}
-	}
-	if out.Rows, err = r.render(); err != nil {
-		return out, err
-	}
-	out.Wall = time.Since(start)
-	return out, nil
+	return js.RunAll(ctx)
 }
 
 // RunJob runs job n (0-based, as Plan.Jobs lists them) without rendering.
 func RunJob(ctx context.Context, p Plan, opt Options, n int) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	r, err := newRunner(p, opt)
+	_, js, _, err := open(p, opt)
 	if err != nil {
 		return err
 	}
-	jobs, err := p.Jobs()
-	if err != nil {
-		return err
-	}
-	if n < 0 || n >= len(jobs) {
-		return errors.Errorf("vision: job %d does not exist (the plan has %d jobs, 0..%d)", n, len(jobs), len(jobs)-1)
-	}
-	_, err = r.runJob(ctx, jobs[n], fmt.Sprintf("[job %d]", n))
-	return err
+	return js.RunJob(ctx, n)
 }
 
 // Render rewrites the tables and plots from the saved rows.
 func Render(p Plan, opt Options) ([]Row, error) {
-	r, err := newRunner(p, opt)
+	_, js, _, err := open(p, opt)
 	if err != nil {
 		return nil, err
 	}
-	return r.render()
+	return js.RenderSaved()
 }
 
-// runJob trains (or resumes) and evaluates one model unless its rows are
-// saved with the same spec; it reports whether they were.
-func (r *runner) runJob(ctx context.Context, j Job, tag string) (reused bool, err error) {
+// open returns the runner of a plan and its jobs.
+func open(p Plan, opt Options) (*runner, *study.Jobs[spec, Row], []Job, error) {
+	r, err := newRunner(p, opt)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	js, jobs, err := r.jobs()
+	return r, js, jobs, err
+}
+
+// runJob trains (or resumes, from ckpt) and evaluates one model.
+func (r *runner) runJob(ctx context.Context, j Job, ckpt, tag string) ([]Row, error) {
 	cfg, err := r.plan.Config(j)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	sp := r.spec(cfg)
-	if !r.opt.Fresh {
-		var jf jobFile
-		if b, err := os.ReadFile(r.rowsPath(j)); err == nil {
-			if err := json.Unmarshal(b, &jf); err != nil {
-				return false, errors.Wrapf(err, "reading %s (delete it to recompute)", r.rowsPath(j))
-			}
-			if sameSpec(jf.Spec, sp) {
-				return true, nil
-			}
-			r.logf("%s %s: saved rows are of another configuration; recomputing\n", tag, j.Key())
-		}
-	}
-	if err := os.MkdirAll(r.jobDir(j), 0o755); err != nil {
-		return false, err
-	}
-	unlock, err := trainer.Lock(r.lockPath(j))
-	if err != nil {
-		return false, err
-	}
-	defer func() {
-		if uerr := unlock(); err == nil {
-			err = uerr
-		}
-	}()
 	task, err := NewTask(cfg, Data{Train: r.train, Val: r.val, Patch: r.plan.Patch})
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	r.logf("%s training %s (%d updates)\n", tag, j.Key(), cfg.Steps)
-	sum, err := trainer.RunTask(ctx, cfg, task, trainer.RunOptions{Ckpt: r.ckptPath(j), Fresh: r.opt.Fresh,
+	sum, err := trainer.RunTask(ctx, cfg, task, trainer.RunOptions{Ckpt: ckpt, Fresh: r.opt.Fresh,
 		SaveEvery: r.opt.SaveEvery, Progress: r.opt.Progress, Log: r.logw})
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	p, _, err := trainer.LoadTaskModel(r.ckptPath(j), task)
+	p, _, err := trainer.LoadTaskModel(ckpt, task)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	base := Row{Preset: r.plan.Preset, Encoding: j.Variant.Label(), Seed: j.Seed, TrainSteps: sum.Steps,
-		TrainMsPerStep: trainMs(r.ckptPath(j)), TrainLoss: lastLoss(r.ckptPath(j)), ValAccuracy: sum.Val.Value, Params: p.Count()}
+		TrainMsPerStep: study.TrainMs(ckpt), TrainLoss: study.LastLoss(ckpt), ValAccuracy: sum.Val.Value, Params: p.Count()}
 	prov := trainer.Provenance()
 	base.BLAS, base.GoVersion, base.GitRev, base.GitDirty = prov.BLAS, prov.GoVersion, prov.GitRev, prov.Dirty
 	var rows []Row
 	for _, res := range r.plan.Resolutions {
 		ds, err := res.Apply(r.test)
 		if err != nil {
-			return false, err
+			return nil, err
 		}
 		for _, ev := range r.evalSettings(cfg, res) {
 			if err := ctx.Err(); err != nil {
-				return false, fmt.Errorf("%w (%w)", trainer.ErrInterrupted, err)
+				return nil, fmt.Errorf("%w (%w)", trainer.ErrInterrupted, err)
 			}
 			row := base
 			row.Resolution, row.Eval = res.Name, ev.label
@@ -300,7 +261,7 @@ func (r *runner) runJob(ctx context.Context, j Job, tag string) (reused bool, er
 					r.logf("%s %s at %s%s: n/a (%v)\n", tag, j.Key(), row.Resolution, ev.suffix(), err)
 					continue
 				}
-				return false, err
+				return nil, err
 			}
 			row.Status, row.Accuracy, row.Loss = StatusOK, res.Accuracy, res.Loss
 			row.EvalMsPerImage = el.Seconds() * 1000 / float64(ds.N)
@@ -311,11 +272,7 @@ func (r *runner) runJob(ctx context.Context, j Job, tag string) (reused bool, er
 			r.logf("%s %s at %s (%s grid)%s: accuracy %.4f\n", tag, j.Key(), row.Resolution, row.Grid, ev.suffix(), row.Accuracy)
 		}
 	}
-	b, err := json.MarshalIndent(jobFile{Spec: sp, Rows: rows}, "", " ")
-	if err != nil {
-		return false, err
-	}
-	return false, study.WriteFileAtomic(r.rowsPath(j), b)
+	return rows, nil
 }
 
 // evalSetting is one evaluation-time variant of a trained model.
@@ -348,33 +305,6 @@ func (r *runner) evalSettings(cfg trainer.Config, res Resolution) []evalSetting 
 // serve (posenc.ErrBeyondTable), as opposed to a failure of the run.
 func isServeError(err error) bool { return errors.Is(err, posenc.ErrBeyondTable) }
 
-// trainMs is the mean wall time per update in the metrics log of ckpt.
-func trainMs(ckpt string) float64 {
-	ms, err := trainer.ReadMetrics(trainer.MetricsPath(ckpt))
-	if err != nil || len(ms) == 0 {
-		return 0
-	}
-	s := 0.0
-	for _, m := range ms {
-		s += m.Seconds
-	}
-	return s * 1000 / float64(len(ms))
-}
-
-// lastLoss is the mean training loss (nats) of the last 10 updates.
-func lastLoss(ckpt string) float64 {
-	ms, err := trainer.ReadMetrics(trainer.MetricsPath(ckpt))
-	if err != nil || len(ms) == 0 {
-		return 0
-	}
-	ms = ms[max(0, len(ms)-10):]
-	s := 0.0
-	for _, m := range ms {
-		s += m.LossBPB
-	}
-	return s / float64(len(ms)) * 0.6931471805599453
-}
-
 // LoadModel returns the weights of job j of plan p from its checkpoint in
 // the output directory, the model's configuration and the test images the
 // plan scores (for BiasMaps and AttentionMaps). It returns an error if the
@@ -392,7 +322,15 @@ func LoadModel(p Plan, opt Options, j Job) (*graph.Params, layers.ViTConfig, *im
 	if err != nil {
 		return nil, layers.ViTConfig{}, nil, err
 	}
-	params, _, err := trainer.LoadTaskModel(r.ckptPath(j), task)
+	js, jobs, err := r.jobs()
+	if err != nil {
+		return nil, layers.ViTConfig{}, nil, err
+	}
+	i := slices.IndexFunc(jobs, func(x Job) bool { return x.Key() == j.Key() })
+	if i < 0 {
+		return nil, layers.ViTConfig{}, nil, errors.Errorf("vision: job %s is not in the plan", j.Key())
+	}
+	params, _, err := trainer.LoadTaskModel(js.CkptPath(i), task)
 	if err != nil {
 		return nil, layers.ViTConfig{}, nil, err
 	}

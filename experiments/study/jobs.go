@@ -1,0 +1,263 @@
+package study
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/pkg/errors"
+
+	"github.com/rpe-go/rpe/experiments/trainer"
+)
+
+// Jobs runs the models of a study of trained models (the vision, graph
+// and code studies): one job per model, each trained through the engine
+// (resuming from its checkpoint) and evaluated into rows R, saved with the
+// spec S they were computed under, and rendered together. It is the part
+// those studies share; each supplies its spec, its training and
+// evaluation, and its rendering.
+//
+// Layout under Dir, for the job with key k:
+//
+//	models/k/ckpt.safetensors   the engine's checkpoint (and its metrics log)
+//	models/k/job.lock           held while the job runs (trainer.Lock)
+//	results/k.json              {"spec": S, "rows": [R...]}, written atomically
+//	render.lock                 held while the outputs are rendered
+//
+// A job whose saved rows have the same spec (Same) is not run again, so an
+// interrupted study resumes where it stopped and several processes (a
+// Slurm array: RunJob) may run the jobs of one Dir.
+type Jobs[S, R any] struct {
+	// Name prefixes errors ("vision").
+	Name string
+	// Dir is the output directory; Keys are the jobs' keys in plan order
+	// (file-system safe).
+	Dir  string
+	Keys []string
+	// Fresh runs every job again, ignoring saved rows.
+	Fresh bool
+	// Log receives one line per job event (nil: discarded).
+	Log io.Writer
+	// Spec returns what job i's saved rows must agree on to be reused.
+	Spec func(i int) (S, error)
+	// Same reports whether rows saved under spec saved are valid under
+	// now (nil: JSONEqual).
+	Same func(saved, now S) bool
+	// Do trains (or resumes, from CkptPath(i)) and evaluates job i; tag
+	// prefixes its log lines. It runs under the job's lock.
+	Do func(ctx context.Context, i int, tag string) ([]R, error)
+	// Render writes the study's outputs from the saved rows of the jobs
+	// that are done, in plan order, and the keys of those that are not
+	// (with the reason if their rows are of another spec). It runs under
+	// the render lock.
+	Render func(rows []R, pending []string) error
+}
+
+// JobFile is the content of results/<key>.json.
+type JobFile[S, R any] struct {
+	Spec S   `json:"spec"`
+	Rows []R `json:"rows"`
+}
+
+// JSONEqual reports whether a and b marshal to the same JSON.
+func JSONEqual(a, b any) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
+}
+
+// JobDir is the directory of job i's checkpoint and lock.
+func (js *Jobs[S, R]) JobDir(i int) string { return filepath.Join(js.Dir, "models", js.Keys[i]) }
+
+// CkptPath is job i's checkpoint.
+func (js *Jobs[S, R]) CkptPath(i int) string { return filepath.Join(js.JobDir(i), "ckpt.safetensors") }
+
+// RowsPath is job i's saved rows.
+func (js *Jobs[S, R]) RowsPath(i int) string {
+	return filepath.Join(js.Dir, "results", js.Keys[i]+".json")
+}
+
+func (js *Jobs[S, R]) logf(format string, args ...any) {
+	if js.Log != nil {
+		fmt.Fprintf(js.Log, format, args...)
+	}
+}
+
+func (js *Jobs[S, R]) same(saved, now S) bool {
+	if js.Same != nil {
+		return js.Same(saved, now)
+	}
+	return JSONEqual(saved, now)
+}
+
+// saved returns job i's saved rows if they were computed under spec now;
+// ok is false if there are none or they are of another spec (why says
+// which).
+func (js *Jobs[S, R]) saved(i int, now S) (rows []R, ok bool, why string, err error) {
+	b, err := os.ReadFile(js.RowsPath(i))
+	if os.IsNotExist(err) {
+		return nil, false, "", nil
+	}
+	if err != nil {
+		return nil, false, "", err
+	}
+	var jf JobFile[S, R]
+	if err := json.Unmarshal(b, &jf); err != nil {
+		return nil, false, "", errors.Wrapf(err, "reading %s (delete it to recompute)", js.RowsPath(i))
+	}
+	if !js.same(jf.Spec, now) {
+		return nil, false, "saved rows are of another configuration", nil
+	}
+	return jf.Rows, true, "", nil
+}
+
+// Run runs every job that has no valid saved rows, in order, then renders;
+// it returns the rendered rows and how many jobs ran and were reused. A
+// cancelled ctx stops the running job after its checkpoint is saved (the
+// error wraps trainer.ErrInterrupted); the jobs done so far keep their rows.
+func (js *Jobs[S, R]) Run(ctx context.Context) (rows []R, ran, reused int, err error) {
+	for i := range js.Keys {
+		done, err := js.run(ctx, i, fmt.Sprintf("[%d/%d]", i+1, len(js.Keys)))
+		if err != nil {
+			return nil, ran, reused, err
+		}
+		if done {
+			reused++
+		} else {
+			ran++
+		}
+	}
+	rows, err = js.RenderSaved()
+	return rows, ran, reused, err
+}
+
+// RunJob runs job n (0-based, in plan order) unless its rows are saved,
+// without rendering. n outside the plan is an error naming the range.
+func (js *Jobs[S, R]) RunJob(ctx context.Context, n int) error {
+	if n < 0 || n >= len(js.Keys) {
+		return errors.Errorf("%s: job %d does not exist (the plan has %d jobs, 0..%d)", js.Name, n, len(js.Keys), len(js.Keys)-1)
+	}
+	_, err := js.run(ctx, n, fmt.Sprintf("[job %d]", n))
+	return err
+}
+
+// run runs job i unless its saved rows are valid; it reports whether they
+// were.
+func (js *Jobs[S, R]) run(ctx context.Context, i int, tag string) (reused bool, err error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	now, err := js.Spec(i)
+	if err != nil {
+		return false, err
+	}
+	if !js.Fresh {
+		_, ok, why, err := js.saved(i, now)
+		if err != nil {
+			return false, err
+		}
+		if ok {
+			return true, nil
+		}
+		if why != "" {
+			js.logf("%s %s: %s; recomputing\n", tag, js.Keys[i], why)
+		}
+	}
+	if err := os.MkdirAll(js.JobDir(i), 0o755); err != nil {
+		return false, err
+	}
+	unlock, err := trainer.Lock(filepath.Join(js.JobDir(i), "job.lock"))
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		if uerr := unlock(); err == nil {
+			err = uerr
+		}
+	}()
+	rows, err := js.Do(ctx, i, tag)
+	if err != nil {
+		return false, err
+	}
+	b, err := json.MarshalIndent(JobFile[S, R]{Spec: now, Rows: rows}, "", " ")
+	if err != nil {
+		return false, err
+	}
+	return false, WriteFileAtomic(js.RowsPath(i), b)
+}
+
+// Collect returns the saved rows of the jobs that are done, in plan order,
+// and the keys of the others (with " (saved rows are of another
+// configuration)" when that is why).
+func (js *Jobs[S, R]) Collect() (rows []R, pending []string, err error) {
+	for i, k := range js.Keys {
+		now, err := js.Spec(i)
+		if err != nil {
+			return nil, nil, err
+		}
+		rs, ok, why, err := js.saved(i, now)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !ok {
+			if why != "" {
+				k += " (" + why + ")"
+			}
+			pending = append(pending, k)
+			continue
+		}
+		rows = append(rows, rs...)
+	}
+	return rows, pending, nil
+}
+
+// RenderSaved renders the saved rows (Collect, then Render) under the
+// render lock and returns them.
+func (js *Jobs[S, R]) RenderSaved() ([]R, error) {
+	if err := os.MkdirAll(js.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	unlock, err := trainer.Lock(filepath.Join(js.Dir, "render.lock"))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	rows, pending, err := js.Collect()
+	if err != nil {
+		return nil, err
+	}
+	return rows, js.Render(rows, pending)
+}
+
+// TrainMs is the mean wall time per update (ms) in the engine's metrics
+// log of a checkpoint, 0 if there is none.
+func TrainMs(ckpt string) float64 {
+	ms, err := trainer.ReadMetrics(trainer.MetricsPath(ckpt))
+	if err != nil || len(ms) == 0 {
+		return 0
+	}
+	s := 0.0
+	for _, m := range ms {
+		s += m.Seconds
+	}
+	return s * 1000 / float64(len(ms))
+}
+
+// LastLoss is the mean training loss (nats) of the last 10 updates in the
+// metrics log of a checkpoint, 0 if there is none.
+func LastLoss(ckpt string) float64 {
+	ms, err := trainer.ReadMetrics(trainer.MetricsPath(ckpt))
+	if err != nil || len(ms) == 0 {
+		return 0
+	}
+	ms = ms[max(0, len(ms)-10):]
+	s := 0.0
+	for _, m := range ms {
+		s += m.LossBPB
+	}
+	return s / float64(len(ms)) * 0.6931471805599453
+}
