@@ -115,12 +115,23 @@ type EvalSpec struct {
 }
 
 // Pairwise reports whether encoding e is given the pairwise tree relations
-// of the windows: whether it serves posenc.PosPairwise positions
-// (posenc.Accepted). Encodings that serve line positions only (none, t5,
-// alibi, rope) get no positions and see the 1-D span; a combined one
-// ("tree+rope") gets the relations and its 1-D part sees the span.
+// of the windows: whether it, or a part of it (posenc.AsCombined), cannot
+// serve line positions (posenc.CheckKind) but serves pairwise ones
+// (posenc.Accepted). Encodings that serve line positions (t5, alibi, rope,
+// and none, which serves every kind and uses none) get no positions and
+// see the 1-D span; a combined one ("tree+rope") gets the relations, and
+// its 1-D part sees the span.
 func Pairwise(e posenc.Encoding) bool {
-	return slices.Contains(posenc.Accepted(e), posenc.PosPairwise)
+	parts := []posenc.Encoding{e}
+	if c, ok := posenc.AsCombined(e); ok {
+		parts = c.Parts()
+	}
+	for _, p := range parts {
+		if posenc.CheckKind(p, nil) != nil && slices.Contains(posenc.Accepted(p), posenc.PosPairwise) {
+			return true
+		}
+	}
+	return false
 }
 
 // forward is one forward-only graph of the model for [Batch, Len] windows,
