@@ -12,7 +12,7 @@ import (
 
 func withFeed(p *posenc.Positions) *posenc.Positions { return p }
 
-func bindFeed(build, next *posenc.Positions) error {
+func bindFeed(build *posenc.Positions, rel []int) error {
 	return errors.New("codestudy: feeds need the core14 API")
 }
 

@@ -196,11 +196,7 @@ func (f *forward) close() error {
 // run binds f.ids (and f.rel) and runs the graph.
 func (f *forward) run() error {
 	if f.pos != nil {
-		np, err := posenc.NewPairwise(f.b, f.l, f.l, f.numRel, f.rel)
-		if err != nil {
-			return err
-		}
-		if err := bindFeed(f.pos, np); err != nil {
+		if err := bindFeed(f.pos, f.rel); err != nil {
 			return err
 		}
 	}

@@ -14,7 +14,7 @@ import (
 
 // testEncodings are the encodings the tests train: a 1-D one and one that
 // takes the tree relations through a Feed.
-var testEncodings = []string{"rope", "t5"}
+var testEncodings = []string{"rope", "tree+rope"}
 
 // TestRunResumes runs a tiny study, checks its outputs (rows, CSV, JSON,
 // table with the skipped-file count), runs it again (every model reused),
@@ -46,7 +46,7 @@ func TestRunResumes(t *testing.T) {
 		t.Errorf("log does not give the skipped count:\n%s", log.String())
 	}
 	table, err := os.ReadFile(filepath.Join(dir, FileTable))
-	if err != nil || !strings.Contains(string(table), "did not parse or could not be read): 1.") || !strings.Contains(string(table), "| t5 |") {
+	if err != nil || !strings.Contains(string(table), "did not parse or could not be read): 1.") || !strings.Contains(string(table), "| tree+rope |") {
 		t.Errorf("table.md (%v):\n%s", err, table)
 	}
 	f, err := LoadResults(dir)
@@ -85,7 +85,7 @@ func TestRunResumes(t *testing.T) {
 	// Interrupt the pairwise model at update 3, then resume.
 	dir2 := t.TempDir()
 	p1 := p
-	p1.Encodings = []string{"t5"}
+	p1.Encodings = []string{"tree+rope"}
 	r, err := newRunner(p1, Options{Dir: dir2, Src: src})
 	if err != nil {
 		t.Fatal(err)

@@ -166,12 +166,7 @@ func (t *Task) Next() error {
 		return err
 	}
 	if t.pairwise {
-		b, l := t.cfg.Batch, t.cfg.SeqLen
-		np, err := posenc.NewPairwise(b, l, l, t.numRel, t.rel)
-		if err != nil {
-			return err
-		}
-		if err := bindFeed(t.pos, np); err != nil {
+		if err := bindFeed(t.pos, t.rel); err != nil {
 			return errors.WithMessage(err, "code task: binding relations")
 		}
 	}
