@@ -26,6 +26,8 @@
 //	RotaryAngles(x, angles, pairing) rotation by angles from a node [..., T, D/2] (learnable: RoPE-Mixed);
 //	                                gradients w.r.t. x and the angles
 //	GatherRel(m, idx, tq, tk)       m [..., Tq, R] -> [..., Tq, Tk] by host indices (relative lookups, bias tables)
+//	TableBias(table, ids)           table [R, H], ids tensor.Int [B, Tq, Tk] -> bias [B, H, Tq, Tk]; ids rebindable
+//	                                (per-example graph and syntax-tree relations, one graph for every batch)
 //	DepthwiseConv(x, w, b, nbr)     x [B, T, d], w [K, d], b [d]: per-channel sum over each token's K neighbours
 //	                                (host table nbr [T*K], -1 = empty cell); CPE's convolution on any grid
 //

@@ -2,6 +2,7 @@ package layers
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/pkg/errors"
 	G "gorgonia.org/gorgonia"
@@ -178,8 +179,8 @@ func NewLM(g *G.ExprGraph, p *graph.Params, cfg Config) (*LM, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := posenc.CheckKind(pos, nil); err != nil {
-		return nil, errors.WithMessage(err, "lm")
+	if a := posenc.Accepted(pos); !slices.Contains(a, posenc.PosLine) && !slices.Contains(a, posenc.PosPairwise) {
+		return nil, errors.WithMessage(posenc.CheckKind(pos, nil), "lm")
 	}
 	m := &LM{Cfg: cfg, Pos: pos, g: g, p: p}
 	if m.Emb, err = NewEmbedding(g, p, "tok_emb", cfg.Vocab, cfg.DModel, cfg.InitStd); err != nil {
@@ -214,6 +215,15 @@ type Options struct {
 	// to that block's keys and values. Bind them as plain input nodes (no
 	// gradient flows into them); the keys then sit at Start-M..Start+T-1.
 	Mems []*G.Node
+	// Pos, if not nil, are per-example positions beyond the token order,
+	// passed to the position encoding's hooks (Site.Pos) at the input, in
+	// every block and after each block: the pairwise syntax-tree relations
+	// [B, T, T] of a code model (posenc.NewPairwise; with a posenc.Feed to
+	// rebind them per batch). Without Mems they must be self-attention
+	// positions of the T tokens. An encoding that needs them (tree) and
+	// gets none, or gets a kind it does not serve, is an error naming
+	// both. A combined encoding's 1-D part ("tree+rope") sees the span.
+	Pos *posenc.Positions
 }
 
 // Fwd maps ids [B, T] (tensor.Int) at positions 0..T-1 to logits [B*T, Vocab].
@@ -250,12 +260,15 @@ func (m *LM) FwdWith(ids *G.Node, o Options) (*G.Node, error) {
 		}
 		span.KStart, span.TK = o.Start-ms[1], ms[1]+t
 	}
+	if err := posenc.CheckKind(m.Pos, o.Pos); err != nil {
+		return nil, errors.WithMessage(err, "lm")
+	}
 	x, err := m.Emb.Fwd(ids) // [B, T, d]
 	if err != nil {
 		return nil, err
 	}
 	if ad, ok := m.Pos.(posenc.InputAdder); ok {
-		site := &posenc.Site{G: m.g, Params: m.p, Layer: -1, Prefix: "", B: b, H: m.Cfg.Heads, DHead: d / m.Cfg.Heads, DModel: d, Span: span, Causal: m.Cfg.Causal}
+		site := &posenc.Site{G: m.g, Params: m.p, Layer: -1, Prefix: "", B: b, H: m.Cfg.Heads, DHead: d / m.Cfg.Heads, DModel: d, Span: span, Pos: o.Pos, Causal: m.Cfg.Causal}
 		if x, err = ad.AddToInput(site, x); err != nil { // [B, T, d]
 			return nil, err
 		}
@@ -264,12 +277,12 @@ func (m *LM) FwdWith(ids *G.Node, o Options) (*G.Node, error) {
 	after, _ := m.Pos.(posenc.AfterBlocker)
 	for l, blk := range m.Blocks {
 		m.hidden = append(m.hidden, x)
-		if x, err = blk.Fwd(x, mem(l), span, o.Mask); err != nil {
+		if x, err = blk.FwdPositions(x, mem(l), span, o.Pos, o.Mask); err != nil {
 			return nil, err
 		}
 		if after != nil {
 			site := &posenc.Site{G: m.g, Params: m.p, Layer: l, Prefix: blk.Name, B: b, H: m.Cfg.Heads, DHead: d / m.Cfg.Heads,
-				DModel: d, Span: posenc.Span{QStart: o.Start, TQ: t, KStart: o.Start, TK: t}, Causal: m.Cfg.Causal}
+				DModel: d, Span: posenc.Span{QStart: o.Start, TQ: t, KStart: o.Start, TK: t}, Pos: o.Pos, Causal: m.Cfg.Causal}
 			if x, err = after.AfterBlock(site, x); err != nil { // [B, T, d]
 				return nil, err
 			}

@@ -17,13 +17,25 @@ import (
 // buildWith builds one attention layer (and the input term, for an
 // InputAdder) with enc in a fresh graph and parameter store, and runs it.
 //
-// An encoding that does not serve line positions gets a 1×TQ grid (and
-// TK = TQ): its caches are keyed by the positions instead of the span.
+// An encoding that does not serve line positions gets a 1×TQ grid, or
+// pairwise relations if it serves no grid (and TK = TQ): its caches are
+// keyed by the positions instead of the span.
 func buildWith(enc posenc.Encoding, span posenc.Span, causal bool) error {
 	var pos *posenc.Positions
-	if !slices.Contains(posenc.Accepted(enc), posenc.PosLine) {
+	if kinds := posenc.Accepted(enc); !slices.Contains(kinds, posenc.PosLine) {
 		var err error
-		if pos, err = posenc.NewGrid(1, span.TQ); err != nil {
+		if slices.Contains(kinds, posenc.PosGrid) {
+			pos, err = posenc.NewGrid(1, span.TQ)
+		} else {
+			// pairwise: relation |i-j| mod nrel, shared by the batch
+			nrel := pairwiseRelations(enc)
+			rel := make([]int, span.TQ*span.TQ)
+			for i := range rel {
+				rel[i] = max(i/span.TQ-i%span.TQ, i%span.TQ-i/span.TQ) % nrel
+			}
+			pos, err = posenc.NewPairwise(1, span.TQ, span.TQ, nrel, rel)
+		}
+		if err != nil {
 			return err
 		}
 		span = posenc.Span{TQ: span.TQ, TK: span.TQ}

@@ -22,6 +22,18 @@ import (
 //
 // maxDist+2 relations without a virtual token, maxDist+3 with one.
 
+func init() {
+	register(Info{Name: "graphormer-spatial", Kind: KindStructural, Learnable: true}, func(o Options) (Encoding, error) {
+		if o.GraphMaxDist < 1 {
+			return nil, errors.Errorf("posenc graphormer-spatial: maximum distance %d must be at least 1", o.GraphMaxDist)
+		}
+		return NewGraphormerSpatial(o.GraphMaxDist+3, o.InitStd, false)
+	})
+	register(Info{Name: "graphormer-centrality", Kind: KindStructural, Learnable: true}, func(o Options) (Encoding, error) {
+		return NewGraphormerCentrality(o.GraphMaxDegree, o.InitStd)
+	})
+}
+
 // GraphAdjacentRelation is the relation id of adjacent nodes (hop distance
 // 1) in Graphormer spatial relations; GraphormerCentrality counts it to get
 // the degrees.
@@ -347,16 +359,23 @@ func (e *GraphormerCentrality) AddToInput(s *Site, x *G.Node) (*G.Node, error) {
 	if p.Batch != 1 && p.Batch != bs {
 		return nil, errors.Errorf("%s: positions are for a batch of %d, the input has %d examples", name, p.Batch, bs)
 	}
-	deg, err := e.deg.get(centralityKey{p.Key(), e.MaxDegree}, func() ([]int, error) { return GraphDegrees(p, e.MaxDegree) })
-	if err != nil {
-		return nil, errors.Wrap(err, name)
-	}
 	tab, err := s.Params.Node(s.G, "centrality_emb", tensor.Shape{e.MaxDegree + 1, d}, graph.Normal(e.InitStd), false)
 	if err != nil {
 		return nil, errors.Wrap(err, name)
 	}
-	ids := G.NewTensor(s.G, tensor.Int, 2, G.WithShape(p.Batch, n), G.WithName(graph.UniqueName(s.G, "centrality_ids")),
-		G.WithValue(tensor.New(tensor.WithShape(p.Batch, n), tensor.WithBacking(slices.Clone(deg)))))
+	var ids *G.Node
+	if p.Feed != nil {
+		if ids, err = fedDegrees(e, s, p); err != nil { // Int [Batch, N], rebindable
+			return nil, errors.Wrap(err, name)
+		}
+	} else {
+		deg, err := e.deg.get(centralityKey{p.Key(), e.MaxDegree}, func() ([]int, error) { return GraphDegrees(p, e.MaxDegree) })
+		if err != nil {
+			return nil, errors.Wrap(err, name)
+		}
+		ids = G.NewTensor(s.G, tensor.Int, 2, G.WithShape(p.Batch, n), G.WithName(graph.UniqueName(s.G, "centrality_ids")),
+			G.WithValue(tensor.New(tensor.WithShape(p.Batch, n), tensor.WithBacking(slices.Clone(deg)))))
+	}
 	emb, err := graph.Embedding(tab, ids) // [Batch, N, d]
 	if err != nil {
 		return nil, errors.Wrap(err, name)

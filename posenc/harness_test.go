@@ -227,27 +227,43 @@ func checkAttentionShapes(t *testing.T, name string, o posenc.Options) {
 // mix-up shows).
 func harnessOptions() posenc.Options {
 	return posenc.Options{MaxLen: 16, ShawK: 2, T5Buckets: 8, T5MaxDistance: 16, DebertaBuckets: 4, DebertaMaxPosition: 16,
-		GridRows: 3, GridCols: 4, Rel2DBuckets: 2, Rel2DMaxDistance: 6}
+		GridRows: 3, GridCols: 4, Rel2DBuckets: 2, Rel2DMaxDistance: 6, GraphMaxDist: 2, GraphMaxDegree: 3, TreeMaxUp: 1, TreeMaxDown: 2}
 }
+
+// harnessCombinations are combined encodings (posenc.New's "a+b") that the
+// harness checks besides the registered ones: a structural bias with a 1-D
+// rotation (the code study's), and Graphormer's two graph encodings.
+var harnessCombinations = []string{"tree+rope", "tree+t5", "graphormer-spatial+graphormer-centrality"}
 
 // TestEveryEncoding runs the shared checks on every registered encoding:
 // the LM checks for those that serve line positions, the grid checks for
 // those that serve grid positions, the kind errors for all, and the tile
 // check for every TableBiaser.
 func TestEveryEncoding(t *testing.T) {
-	for _, info := range posenc.Registered() {
+	infos := posenc.Registered()
+	for _, c := range harnessCombinations {
+		info, ok := posenc.InfoOf(c)
+		if !ok {
+			t.Fatalf("combination %s: no Info", c)
+		}
+		infos = append(infos, info)
+	}
+	for _, info := range infos {
 		name := info.Name
 		t.Run(name, func(t *testing.T) {
 			o := harnessOptions()
-			if slices.Contains(info.Positions, posenc.PosLine) {
+			if partsServe(t, name, posenc.PosLine) {
 				checkCausal(t, name, o)
 				checkLMGrad(t, name, o, true, 0)
 				checkLMGrad(t, name, o, false, 3)
 				checkAttentionShapes(t, name, o)
 			}
-			if slices.Contains(info.Positions, posenc.PosGrid) {
+			if partsServe(t, name, posenc.PosGrid) {
 				checkGridGrad(t, name, o, 3, 4)
 				checkGridAttention(t, name, o, 3, 4)
+			}
+			if slices.Contains(info.Positions, posenc.PosPairwise) {
+				checkPairwise(t, name, o)
 			}
 			checkKindErrors(t, name, o, info.Positions)
 			checkTiles(t, name, o)
@@ -441,6 +457,11 @@ func checkTiles(t *testing.T, name string, o posenc.Options) {
 		sites = append(sites, &posenc.Site{Span: posenc.Span{TQ: 12, TK: 12}, Pos: grid})
 	}
 	rng := rand.New(rand.NewSource(41))
+	if slices.Contains(kinds, posenc.PosPairwise) {
+		nrel := pairwiseRelations(enc)
+		sites = append(sites, &posenc.Site{Span: posenc.Span{TQ: 6, TK: 6}, Pos: randomPairwise(t, rng, 2, 6, nrel)},
+			&posenc.Site{Span: posenc.Span{TQ: 6, TK: 6}, Pos: randomPairwise(t, rng, 1, 6, nrel)})
+	}
 	for _, s := range sites {
 		g := G.NewGraph()
 		s.G, s.Params, s.B, s.H, s.DHead, s.DModel, s.Prefix = g, graph.NewParams(tensor.Float64, 3), 2, 2, 4, 8, "block0/attn"

@@ -220,6 +220,19 @@ type Options struct {
 	// and CPEAfterBlock the 1-based block after which it is added (default
 	// 1: after the first block, as Chu et al. 2021's PEG).
 	CPEKernel, CPEAfterBlock int
+
+	// GraphMaxDist is graphormer-spatial's largest distance with its own
+	// row (default 6): its table has GraphMaxDist+3 rows, distances
+	// 0..GraphMaxDist (farther pairs share the last), unreachable pairs and
+	// the virtual token's pairs, the relations of graphdata with MaxDist =
+	// GraphMaxDist (with or without WithVirtualNode).
+	GraphMaxDist int
+	// GraphMaxDegree is graphormer-centrality's largest degree with its own
+	// row (default 16).
+	GraphMaxDegree int
+	// TreeMaxUp and TreeMaxDown clip the steps up and down of tree's
+	// relations (default 4 and 4: 25 relations), as gocode.Options.
+	TreeMaxUp, TreeMaxDown int
 }
 
 // DefaultSinusoidalScale is the default SinusoidalScale of a model of width
@@ -281,6 +294,10 @@ func (o Options) Defaults() Options {
 	deff(&o.RopeMixedBase, 10)
 	def(&o.CPEKernel, 3)
 	def(&o.CPEAfterBlock, 1)
+	def(&o.GraphMaxDist, 6)
+	def(&o.GraphMaxDegree, 16)
+	def(&o.TreeMaxUp, DefaultTreeMaxUp)
+	def(&o.TreeMaxDown, DefaultTreeMaxDown)
 	return o
 }
 
@@ -292,6 +309,11 @@ const (
 	KindRotary   = "rotary"   // rotations of q and k
 	// KindConditional: computed from the tokens' neighbourhood (CPE).
 	KindConditional = "conditional"
+	// KindStructural: of a structure's relations, not of token order
+	// (graph distances, syntax-tree relations).
+	KindStructural = "structural"
+	// KindCombined: several encodings together (see New and NewCombined).
+	KindCombined = "combined"
 )
 
 // Info describes a registered encoding, so that callers (experiment plans,
@@ -346,6 +368,7 @@ var tableOrder = []string{
 	"rope", "alibi",
 	RopePI, RopeNTK, RopeDynamic, RopeYaRN,
 	"learned-2d", "sinusoidal-2d", "swin", "swin-log", "alibi-2d", "rope-2d", "rope-mixed", "cpe",
+	"graphormer-spatial", "graphormer-centrality", "tree",
 }
 
 // Registered returns the Info of every registered encoding in a stable
@@ -374,10 +397,34 @@ func Registered() []Info {
 	return out
 }
 
-// InfoOf returns the Info of the encoding called name.
+// InfoOf returns the Info of the encoding called name. For a combination
+// "a+b" (see New) it is the combined Info: Name name, Kind KindCombined,
+// Learnable if a part is, EvalOnly if a part is, and the Positions of the
+// combined encoding; false if a part is unknown or the parts do not
+// combine.
 func InfoOf(name string) (Info, bool) {
-	e, ok := registry[name]
-	return e.info, ok
+	if e, ok := registry[name]; ok {
+		return e.info, true
+	}
+	parts := strings.Split(name, CombineSep)
+	if len(parts) < 2 {
+		return Info{}, false
+	}
+	info := Info{Name: name, Kind: KindCombined}
+	for _, n := range parts {
+		e, ok := registry[n]
+		if !ok {
+			return Info{}, false
+		}
+		info.Learnable = info.Learnable || e.info.Learnable
+		info.EvalOnly = info.EvalOnly || e.info.EvalOnly
+	}
+	enc, err := New(name, Options{})
+	if err != nil {
+		return Info{}, false
+	}
+	info.Positions = Accepted(enc)
+	return info, true
 }
 
 // Trainable returns the names of the encodings a model can be trained with
@@ -417,12 +464,36 @@ func Names() []string {
 	return out
 }
 
-// New returns the encoding called name. An unknown name is an error that lists
-// the valid ones.
+// CombineSep joins the names of a combined encoding: New("tree+rope", o).
+const CombineSep = "+"
+
+// New returns the encoding called name. A name of several registered names
+// joined by CombineSep ("tree+rope", "graphormer-spatial+graphormer-centrality")
+// is NewCombined of each part built from o, in order. An unknown name (or
+// part) is an error that lists the valid ones; so is an empty part or a
+// combination NewCombined refuses (a repeated part, two Scalers).
 func New(name string, o Options) (Encoding, error) {
+	if strings.Contains(name, CombineSep) {
+		parts := strings.Split(name, CombineSep)
+		encs := make([]Encoding, len(parts))
+		for i, n := range parts {
+			if n == "" {
+				return nil, errors.Errorf("posenc: combined encoding %q has an empty part (write names joined by %q, e.g. tree+rope)", name, CombineSep)
+			}
+			if strings.Contains(n, CombineSep) {
+				continue
+			}
+			e, err := New(n, o)
+			if err != nil {
+				return nil, errors.WithMessagef(err, "posenc: combined encoding %q", name)
+			}
+			encs[i] = e
+		}
+		return NewCombined(encs...)
+	}
 	e, ok := registry[name]
 	if !ok {
-		return nil, errors.Errorf("posenc: unknown encoding %q (valid: %s)", name, strings.Join(Names(), ", "))
+		return nil, errors.Errorf("posenc: unknown encoding %q (valid: %s, or several joined by %q)", name, strings.Join(Names(), ", "), CombineSep)
 	}
 	return e.f(o.Defaults())
 }

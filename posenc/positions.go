@@ -67,6 +67,13 @@ type Positions struct {
 	Rel    []int
 	NumRel int
 
+	// Feed, if not nil, makes the positions rebindable: encodings read
+	// their per-example data (relations, degrees) from input nodes
+	// registered in it, so one graph serves every batch of positions of
+	// this shape (see Feed). It is the one field set after construction,
+	// before the model is built; Key ignores it.
+	Feed *Feed
+
 	key string
 }
 
@@ -321,6 +328,9 @@ func TileBias(e TableBiaser, s *Site, t Tile) (*G.Node, error) {
 	ts := table.Shape()
 	if ts.Dims() != 2 || (ts[1] != s.H && ts[1] != 1) {
 		return nil, errors.Errorf("posenc %s: bias table has shape %v, want [R, %d] or [R, 1]", e.Name(), ts, s.H)
+	}
+	if s.Pos != nil && s.Pos.Feed != nil && t == s.Full() {
+		return fedTableBias(e, s, table)
 	}
 	tq, tk, h := t.Q1-t.Q0, t.K1-t.K0, ts[1]
 	rows := make([]int, tq*tk)

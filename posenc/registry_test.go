@@ -28,7 +28,8 @@ func TestRegistered(t *testing.T) {
 	wantOrder := []string{"none", "sinusoidal", "learned", "shaw", "shaw-scalar", "t5", "xl", "deberta", "rope", "alibi",
 		"rope-pi", "rope-ntk", "rope-dynamic", "rope-yarn"}
 	// The 2-D encodings follow, in posenc's table order, as they are registered.
-	for _, n := range []string{"learned-2d", "sinusoidal-2d", "swin", "swin-log", "alibi-2d", "rope-2d", "rope-mixed", "cpe"} {
+	for _, n := range []string{"learned-2d", "sinusoidal-2d", "swin", "swin-log", "alibi-2d", "rope-2d", "rope-mixed", "cpe",
+		"graphormer-spatial", "graphormer-centrality", "tree"} {
 		if _, ok := posenc.InfoOf(n); ok {
 			wantOrder = append(wantOrder, n)
 		}
@@ -41,7 +42,7 @@ func TestRegistered(t *testing.T) {
 	if !reflect.DeepEqual(sorted, posenc.Names()) {
 		t.Fatalf("Registered names %v differ from Names() %v (the harness's list)", sorted, posenc.Names())
 	}
-	kinds := map[string]bool{posenc.KindNone: true, posenc.KindAbsolute: true, posenc.KindRelative: true, posenc.KindRotary: true, posenc.KindConditional: true}
+	kinds := map[string]bool{posenc.KindNone: true, posenc.KindAbsolute: true, posenc.KindRelative: true, posenc.KindRotary: true, posenc.KindConditional: true, posenc.KindStructural: true}
 	var trainable []string
 	for _, i := range reg {
 		if !kinds[i.Kind] {
@@ -63,6 +64,13 @@ func TestRegistered(t *testing.T) {
 		}
 		// Learnable <=> the tiny LM (or ViT, for an encoding of grid
 		// positions only) has parameters beyond the 2-layer model's
+		if slices.Equal(i.Positions, []posenc.PosKind{posenc.PosPairwise}) {
+			n, base := len(pairwiseWeights(t, i.Name)), len(pairwiseWeights(t, "none"))
+			if got := n > base; got != i.Learnable {
+				t.Errorf("%s: Learnable %v, but the block has %d parameters (%d without position encoding)", i.Name, i.Learnable, n, base)
+			}
+			continue
+		}
 		if !slices.Contains(i.Positions, posenc.PosLine) {
 			n, base := len(vitWeights(t, i.Name)), len(vitWeights(t, "none"))
 			if got := n > base; got != i.Learnable {
@@ -81,6 +89,30 @@ func TestRegistered(t *testing.T) {
 	if _, ok := posenc.InfoOf("rotary"); ok {
 		t.Fatal("InfoOf of an unknown name")
 	}
+	c, ok := posenc.InfoOf("tree+rope")
+	if want := (posenc.Info{Name: "tree+rope", Kind: posenc.KindCombined, Learnable: true,
+		Positions: []posenc.PosKind{posenc.PosPairwise, posenc.PosLine}}); !ok || !reflect.DeepEqual(c, want) {
+		t.Errorf("InfoOf(tree+rope) = %+v, %v; want %+v", c, ok, want)
+	}
+	for _, bad := range []string{"tree+rotary", "tree+", "tree+tree"} {
+		if _, ok := posenc.InfoOf(bad); ok {
+			t.Errorf("InfoOf(%s) is ok", bad)
+		}
+	}
+}
+
+// pairwiseWeights returns the parameter names of one block with the
+// encoding after a forward pass on pairwise positions.
+func pairwiseWeights(t *testing.T, name string) []string {
+	t.Helper()
+	g := G.NewGraph()
+	p := graph.NewParams(tensor.Float64, 1)
+	pos, err := posenc.NewPairwise(1, 3, 3, 4, []int{0, 1, 2, 3, 0, 1, 2, 1, 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairwiseBlock(t, g, p, name, posenc.Options{TreeMaxUp: 1, TreeMaxDown: 1}, pos, make([]float64, 3*8), false)
+	return p.Names()
 }
 
 // vitWeights returns the parameter names of the tiny ViT with the encoding

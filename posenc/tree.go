@@ -5,6 +5,12 @@ import (
 	G "gorgonia.org/gorgonia"
 )
 
+func init() {
+	register(Info{Name: "tree", Kind: KindStructural, Learnable: true}, func(o Options) (Encoding, error) {
+		return NewTreeRel(o.TreeMaxUp, o.TreeMaxDown, o.InitStd, o.Alpha)
+	})
+}
+
 // TreeRelations is the number of tree relation ids for the clipping bounds
 // maxUp and maxDown, (maxUp+1)(maxDown+1): the rows of TreeRel's table and
 // the NumRel of the pairwise positions it serves (experiments/gocode's
