@@ -57,16 +57,7 @@ func TestFeedMatchesConstant(t *testing.T) {
 	p := tinyPlan("tree+rope")
 	p.Base.Dtype = tensor.Float64
 	p.Base.Model.InitStd, p.Base.Model.PosOpts.InitStd = 0.3, 1 // a visible tree bias
-	r, err := newRunner(p, Options{Dir: t.TempDir(), Src: src})
-	if err != nil {
-		t.Fatal(err)
-	}
-	jobs, _ := p.Jobs()
-	cfg, _ := p.Config(jobs[0])
-	task, err := NewTask(cfg, Data{Corpus: r.corpus, Val: r.val})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, _, cfg, task := firstTask(t, p, src, t.TempDir())
 	if !task.Pairwise() {
 		t.Fatal("tree+rope is not given relations")
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/rpe-go/rpe/experiments/gocode"
+	"github.com/rpe-go/rpe/experiments/trainer"
 )
 
 // pkgNames are writeSrc's packages: with validation and test fractions
@@ -75,4 +76,27 @@ func tinyPlan(encs ...string) Plan {
 	p.Corpus.ValFrac, p.Corpus.TestFrac, p.Corpus.MaxUp, p.Corpus.MaxDown = 0.3, 0.3, 4, 4
 	p.ValWindows, p.TestWindows = 4, 6
 	return p
+}
+
+// firstTask loads the plan's corpus from src (output directory dir) and
+// returns the runner, the plan's first job, its configuration and task.
+func firstTask(t *testing.T, p Plan, src, dir string) (*runner, Job, trainer.Config, *Task) {
+	t.Helper()
+	r, err := newRunner(p, Options{Dir: dir, Src: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := p.Jobs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := p.Config(jobs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := NewTask(cfg, Data{Corpus: r.corpus, Val: r.val})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, jobs[0], cfg, task
 }

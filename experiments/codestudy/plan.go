@@ -73,14 +73,18 @@ func CorpusOptions() gocode.Options {
 	return o
 }
 
-// Preset returns a built-in plan: "quick" (every encoding, one seed) or
-// "full" (three seeds, longer training, more test windows).
+// Preset returns a built-in plan: "quick" (every encoding, one seed, 300
+// updates, 64 test windows; about 5 minutes on 2 cores) or "full" (three
+// seeds, 800 updates, 128 test windows; sized for at most 40 minutes on
+// one core: measured with GOMAXPROCS=1 on a loaded machine, an update
+// takes about 55 ms with a 1-D encoding, 80 with tree, 95 with tree+rope
+// and 130 with tree+alibi).
 func Preset(name string) (Plan, error) {
 	p := Plan{Preset: name, Encodings: slices.Clone(Encodings), Seeds: []int64{1}, Base: BaseConfig(),
 		Corpus: CorpusOptions(), Factors: []int{1, 2, 4}, ValWindows: 64, TestWindows: 64, WindowSeed: 1}
 	switch name {
 	case "quick":
-		p.Base.Steps = 250
+		p.Base.Steps = 300
 	case "full":
 		p.Base.Steps, p.Seeds, p.TestWindows = 800, []int64{1, 2, 3}, 128
 	default:

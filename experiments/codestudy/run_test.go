@@ -86,18 +86,9 @@ func TestRunResumes(t *testing.T) {
 	dir2 := t.TempDir()
 	p1 := p
 	p1.Encodings = []string{"tree+rope"}
-	r, err := newRunner(p1, Options{Dir: dir2, Src: src})
-	if err != nil {
-		t.Fatal(err)
-	}
-	jobs, _ := p1.Jobs()
-	cfg, _ := p1.Config(jobs[0])
-	task, err := NewTask(cfg, Data{Corpus: r.corpus, Val: r.val})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, job, cfg, task := firstTask(t, p1, src, dir2)
 	ctx, cancel := context.WithCancel(context.Background())
-	_, err = trainer.RunTask(ctx, cfg, task, trainer.RunOptions{Ckpt: r.ckptPath(jobs[0]), SaveEvery: 100,
+	_, err = trainer.RunTask(ctx, cfg, task, trainer.RunOptions{Ckpt: r.ckptPath(job), SaveEvery: 100,
 		BeforeStep: func(step int) error {
 			if step == 3 {
 				cancel()
@@ -125,16 +116,7 @@ func TestRunResumes(t *testing.T) {
 func TestTaskConfigRefused(t *testing.T) {
 	src := writeSrc(t)
 	p := tinyPlan("tree")
-	r, err := newRunner(p, Options{Dir: t.TempDir(), Src: src})
-	if err != nil {
-		t.Fatal(err)
-	}
-	jobs, _ := p.Jobs()
-	cfg, _ := p.Config(jobs[0])
-	task, err := NewTask(cfg, Data{Corpus: r.corpus, Val: r.val})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, _, _, task := firstTask(t, p, src, t.TempDir())
 	other := *task
 	o := r.corpus.Opts
 	o.MaxUp = 3
