@@ -359,8 +359,9 @@ func (e errXY) YError(i int) (float64, float64) { return e.err[i], e.err[i] }
 
 // Plot draws bpb.png: test bits per byte against the evaluation length
 // (log x axis), one line per encoding (viz.SeriesStyle), error bars of one
-// sample standard deviation over seeds when there are several; two panels:
-// every target of each window, and its last L targets.
+// sample standard deviation over seeds when there are several; two panels
+// (every target of each window, and its last L targets) and the legend on
+// the right, where it hides no point.
 func Plot(f *File, path string) error {
 	p := f.Plan
 	seeds := len(p.Seeds)
@@ -373,18 +374,23 @@ func Plot(f *File, path string) error {
 		value func(Row) float64
 	}{
 		{fmt.Sprintf("Code study (%s preset): test bits per byte, all targets\n%s", p.Preset, bars), func(r Row) float64 { return r.BitsPerByte }},
-		{fmt.Sprintf("last L = %d targets of each window (same bytes at every length)", p.TrainLen()), func(r Row) float64 { return r.BitsPerByteLast }},
+		{fmt.Sprintf("last L = %d targets of each window\n(the same bytes at every length)", p.TrainLen()), func(r Row) float64 { return r.BitsPerByteLast }},
 	}
-	w, h := 11*vg.Inch, 5.5*vg.Inch
+	w, h, legW := 12*vg.Inch, 5.5*vg.Inch, 1.6*vg.Inch
 	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(100), vgimg.UseBackgroundColor(color.White))
 	dc := draw.New(img)
+	pw := (w - legW) / 2
+	var leg plot.Legend
 	for k, pn := range panels {
-		pl, err := panel(f, pn.title, pn.value)
+		pl, l, err := panel(f, pn.title, pn.value)
 		if err != nil {
 			return err
 		}
-		pl.Draw(draw.Crop(dc, vg.Length(k)*w/2, -(vg.Length(1-k))*w/2, 0, 0))
+		pl.Draw(draw.Crop(dc, vg.Length(k)*pw, -(w - vg.Length(k+1)*pw), 0, 0))
+		leg = l
 	}
+	leg.Top, leg.Left = true, true
+	leg.Draw(draw.Crop(dc, w-legW+0.1*vg.Inch, 0, 0, -0.6*vg.Inch))
 	var buf bytes.Buffer
 	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&buf); err != nil {
 		return errors.Wrapf(err, "drawing %s", path)
@@ -392,10 +398,14 @@ func Plot(f *File, path string) error {
 	return study.WriteFileAtomic(path, buf.Bytes())
 }
 
-func panel(f *File, title string, value func(Row) float64) (*plot.Plot, error) {
+// panel draws one panel of bpb.png and returns it with its legend.
+func panel(f *File, title string, value func(Row) float64) (*plot.Plot, plot.Legend, error) {
 	p := f.Plan
 	c, labels := cells(f.Rows, value)
 	pl := plot.New()
+	leg := plot.NewLegend()
+	leg.TextStyle.Font.Size = vg.Points(10)
+	leg.ThumbnailWidth = vg.Points(28)
 	pl.Title.Text = title
 	pl.Title.TextStyle.Font.Size = vg.Points(10)
 	pl.X.Label.Text = fmt.Sprintf("evaluation length (bytes; trained at L = %d)", p.TrainLen())
@@ -428,7 +438,7 @@ func panel(f *File, title string, value func(Row) float64) (*plot.Plot, error) {
 		}
 		line, points, err := plotter.NewLinePoints(pts.XYs)
 		if err != nil {
-			return nil, errors.Wrapf(err, "plot %s", l)
+			return nil, leg, errors.Wrapf(err, "plot %s", l)
 		}
 		line.Color, points.Color = st.Color, st.Color
 		line.Width, line.Dashes = vg.Points(1.4), st.Dashes
@@ -437,15 +447,14 @@ func panel(f *File, title string, value func(Row) float64) (*plot.Plot, error) {
 		if len(p.Seeds) > 1 {
 			eb, err := plotter.NewYErrorBars(pts)
 			if err != nil {
-				return nil, errors.Wrapf(err, "plot %s", l)
+				return nil, leg, errors.Wrapf(err, "plot %s", l)
 			}
 			eb.LineStyle.Color = st.Color
 			pl.Add(eb)
 		}
-		pl.Legend.Add(l, line, points)
+		leg.Add(l, line, points)
 	}
-	pl.Legend.Top = true
 	lens := p.Lengths()
 	pl.X.Min, pl.X.Max = float64(lens[0])/1.2, float64(lens[len(lens)-1])*1.2
-	return pl, nil
+	return pl, leg, nil
 }
