@@ -222,3 +222,37 @@ func TestAnchors(t *testing.T) {
 		}
 	}
 }
+
+// TestNewTaskErrors: a task without corpus or validation windows, with
+// windows shorter than L, a non-causal model or tree bounds other than the
+// corpus's is refused with an error naming the problem; so is a job
+// number outside the plan.
+func TestNewTaskErrors(t *testing.T) {
+	src := writeSrc(t)
+	p := tinyPlan("tree")
+	r, _, cfg, _ := firstTask(t, p, src, t.TempDir())
+	short := []Anchor{{File: r.val[0].File, End: cfg.SeqLen - 1}}
+	nonCausal := cfg
+	nonCausal.Model.Causal = false
+	bounds := cfg
+	bounds.Model.PosOpts.TreeMaxUp = 3
+	for _, c := range []struct {
+		name string
+		cfg  trainer.Config
+		data Data
+		want string
+	}{
+		{"no corpus", cfg, Data{Val: r.val}, "no corpus"},
+		{"no windows", cfg, Data{Corpus: r.corpus}, "no validation windows"},
+		{"short window", cfg, Data{Corpus: r.corpus, Val: short}, "does not hold 16+1 bytes"},
+		{"not causal", nonCausal, Data{Corpus: r.corpus, Val: r.val}, "causal"},
+		{"tree bounds", bounds, Data{Corpus: r.corpus, Val: r.val}, "tree bounds up 3 down 4"},
+	} {
+		if _, err := NewTask(c.cfg, c.data); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error containing %q", c.name, err, c.want)
+		}
+	}
+	if err := RunJob(context.Background(), p, Options{Dir: t.TempDir(), Src: src}, 1); err == nil || !strings.Contains(err.Error(), "job 1 does not exist") {
+		t.Errorf("job 1 of 1: %v", err)
+	}
+}
