@@ -74,11 +74,14 @@ func CorpusOptions() gocode.Options {
 }
 
 // Preset returns a built-in plan: "quick" (every encoding, one seed, 300
-// updates, 64 test windows; about 5 minutes on 2 cores) or "full" (three
-// seeds, 800 updates, 128 test windows; sized for at most 40 minutes on
-// one core: measured with GOMAXPROCS=1 on a loaded machine, an update
-// takes about 55 ms with a 1-D encoding, 80 with tree, 95 with tree+rope
-// and 130 with tree+alibi).
+// updates, 64 test windows; 5.5 minutes on 2 cores of a loaded machine) or
+// "full" (three seeds, 700 updates, 128 test windows), sized for at most 40
+// minutes on one core: with GOMAXPROCS=1 an update takes 65 to 120 ms of
+// CPU (measured over 100 updates on a loaded machine: none 69, t5 65,
+// alibi 82, rope 98, tree 120, tree+rope 101, tree+alibi 103), 91 ms on
+// average over the seven encodings, so the full preset needs about 22
+// minutes of training, 2 of evaluation and the corpus load (under a
+// second), some 25 minutes of CPU in all.
 func Preset(name string) (Plan, error) {
 	p := Plan{Preset: name, Encodings: slices.Clone(Encodings), Seeds: []int64{1}, Base: BaseConfig(),
 		Corpus: CorpusOptions(), Factors: []int{1, 2, 4}, ValWindows: 64, TestWindows: 64, WindowSeed: 1}
@@ -86,7 +89,7 @@ func Preset(name string) (Plan, error) {
 	case "quick":
 		p.Base.Steps = 300
 	case "full":
-		p.Base.Steps, p.Seeds, p.TestWindows = 800, []int64{1, 2, 3}, 128
+		p.Base.Steps, p.Seeds, p.TestWindows = 700, []int64{1, 2, 3}, 128
 	default:
 		return Plan{}, errors.Errorf("code: unknown preset %q (valid: %s)", name, strings.Join(PresetNames(), ", "))
 	}
