@@ -68,4 +68,10 @@
 // Run skips models whose rows are saved under the same spec, resumes an
 // interrupted training from its checkpoint, and re-renders. Each model is
 // locked while it runs, and the rendered files while they are written.
+//
+// # Maps
+//
+// LoadModel reads a trained job's weights back (with its configuration and
+// the corpus), and TreeBias returns a tree model's learned bias per head as
+// a [MaxUp+1, MaxDown+1] matrix over (steps up, steps down), for drawing.
 package codestudy

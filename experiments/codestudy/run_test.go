@@ -70,6 +70,31 @@ func TestRunResumes(t *testing.T) {
 		t.Fatalf("second run: %+v, %v", o2, err)
 	}
 
+	// The trained tree bias, per head (u up, d down).
+	jobs, _ := p.Jobs()
+	params, cfg, corpus, err := LoadModel(p, Options{Dir: dir, Src: src}, jobs[1])
+	if err != nil || corpus.Skipped != 1 || cfg.Model.Pos != "tree+rope" || params.Count() != o.Rows[3].Params {
+		t.Fatalf("LoadModel: %v, %v", cfg.Model.Pos, err)
+	}
+	maps, err := TreeBias(params, cfg, 0)
+	if err != nil || len(maps) != 2 || maps[1].Rows != 5 || maps[1].Cols != 5 {
+		t.Fatalf("tree bias: %d maps, %v", len(maps), err)
+	}
+	table0 := params.Float64s("block0/attn/tree_bias")
+	if u, d := 2, 3; maps[1].At(u, d) != table0[gocode.RelationID(u, d, 4, 4)*2+1] {
+		t.Errorf("tree bias (2, 3) of head 1 = %g, table row %v", maps[1].At(u, d), table0)
+	}
+	if _, err := TreeBias(params, cfg, 1); err == nil {
+		t.Error("tree bias of a second block of a one-block model")
+	}
+	rope, ropeCfg, _, err := LoadModel(p, Options{Dir: dir, Src: src}, jobs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := TreeBias(rope, ropeCfg, 0); err == nil {
+		t.Error("tree bias of a rope model")
+	}
+
 	// Render from the saved rows alone.
 	for _, name := range []string{FileTable, FileCSV, FileJSON, FilePlot} {
 		os.Remove(filepath.Join(dir, name))
