@@ -28,7 +28,15 @@ func LoadModel(p Plan, opt Options, j Job) (*graph.Params, trainer.Config, *goco
 	if err != nil {
 		return nil, trainer.Config{}, nil, err
 	}
-	params, _, err := trainer.LoadTaskModel(r.ckptPath(j), task)
+	js, _, err := r.jobs()
+	if err != nil {
+		return nil, trainer.Config{}, nil, err
+	}
+	ckpt, err := js.CkptOf(j.Key())
+	if err != nil {
+		return nil, trainer.Config{}, nil, err
+	}
+	params, _, err := trainer.LoadTaskModel(ckpt, task)
 	if err != nil {
 		return nil, trainer.Config{}, nil, err
 	}

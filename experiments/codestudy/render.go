@@ -22,15 +22,14 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/rpe-go/rpe/experiments/study"
-	"github.com/rpe-go/rpe/experiments/trainer"
 	"github.com/rpe-go/rpe/experiments/viz"
 )
 
 // The files Render writes in the output directory.
 const (
-	FileCSV   = "results.csv"
-	FileJSON  = "results.json"
-	FileTable = "table.md"
+	FileCSV   = study.FileCSV
+	FileJSON  = study.FileJSON
+	FileTable = study.FileTable
 	FilePlot  = "bpb.png"
 )
 
@@ -62,95 +61,25 @@ func LoadResults(dir string) (*File, error) {
 	return &f, nil
 }
 
-// collect reads the saved rows of every job of the plan, in plan order.
-func (r *runner) collect() (rows []Row, pending []string, err error) {
-	jobs, err := r.plan.Jobs()
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, j := range jobs {
-		cfg, err := r.plan.Config(j)
-		if err != nil {
-			return nil, nil, err
-		}
-		b, err := os.ReadFile(r.rowsPath(j))
-		if os.IsNotExist(err) {
-			pending = append(pending, j.Key())
-			continue
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		var jf jobFile
-		if err := json.Unmarshal(b, &jf); err != nil {
-			return nil, nil, errors.Wrapf(err, "reading %s", r.rowsPath(j))
-		}
-		if !sameSpec(jf.Spec, r.spec(cfg)) {
-			pending = append(pending, j.Key()+" (saved rows are of another configuration)")
-			continue
-		}
-		rows = append(rows, jf.Rows...)
-	}
-	return rows, pending, nil
-}
-
 // render writes results.csv, results.json, table.md and bpb.png.
-func (r *runner) render() ([]Row, error) {
-	if err := os.MkdirAll(r.opt.Dir, 0o755); err != nil {
-		return nil, err
-	}
-	unlock, err := trainer.Lock(r.renderLock())
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	rows, pending, err := r.collect()
-	if err != nil {
-		return nil, err
-	}
-	path := func(f string) string { return filepath.Join(r.opt.Dir, f) }
-	if err := writeCSV(path(FileCSV), rows); err != nil {
-		return nil, err
-	}
+func (r *runner) render(rows []Row, pending []string) error {
 	f := File{Preset: r.plan.Preset, Plan: r.plan, Corpus: r.corpus.Summary(), Skipped: r.corpus.Skipped, Test: r.testDesc, Rows: rows, Pending: pending}
-	b, err := json.MarshalIndent(f, "", " ")
-	if err != nil {
-		return nil, err
-	}
-	if err := study.WriteFileAtomic(path(FileJSON), append(b, '\n')); err != nil {
-		return nil, err
-	}
-	if err := study.WriteFileAtomic(path(FileTable), []byte(Markdown(&f))); err != nil {
-		return nil, err
-	}
-	if len(rows) > 0 {
-		if err := Plot(&f, path(FilePlot)); err != nil {
-			return nil, err
-		}
-	}
-	return rows, nil
+	return study.WriteOutputs(r.opt.Dir, study.Outputs[Row]{Rows: rows, JSON: f,
+		CSVHeader: csvHeader, CSVRow: csvRow, Markdown: Markdown(&f),
+		Plots: []func(string) error{func(dir string) error { return Plot(&f, filepath.Join(dir, FilePlot)) }},
+	})
 }
 
 var csvHeader = []string{"preset", "encoding", "seed", "factor", "eval_len", "train_len", "status", "bits_per_byte",
 	"bits_per_byte_last", "windows", "targets", "targets_last", "eval_ms_per_byte", "train_steps", "train_ms_per_step",
 	"train_loss", "val_bpb", "params", "skipped_files", "blas", "go_version", "git_rev", "git_dirty", "note"}
 
-func writeCSV(path string, rows []Row) error {
-	var buf bytes.Buffer
-	w := csv.NewWriter(&buf)
-	_ = w.Write(csvHeader)
+func csvRow(r Row) []string {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	for _, r := range rows {
-		_ = w.Write([]string{r.Preset, r.Encoding, strconv.FormatInt(r.Seed, 10), strconv.Itoa(r.Factor), strconv.Itoa(r.EvalLen),
-			strconv.Itoa(r.TrainLen), r.Status, f(r.BitsPerByte), f(r.BitsPerByteLast), strconv.Itoa(r.Windows), strconv.Itoa(r.Targets),
-			strconv.Itoa(r.TargetsLast), f(r.EvalMsPerByte), strconv.Itoa(r.TrainSteps), f(r.TrainMsPerStep), f(r.TrainLoss), f(r.ValBPB),
-			strconv.Itoa(r.Params), strconv.Itoa(r.Skipped), r.BLAS, r.GoVersion, r.GitRev, strconv.FormatBool(r.GitDirty), r.Note})
-	}
-	w.Flush()
-	if err := w.Error(); err != nil {
-		return err
-	}
-	return study.WriteFileAtomic(path, buf.Bytes())
+	return []string{r.Preset, r.Encoding, strconv.FormatInt(r.Seed, 10), strconv.Itoa(r.Factor), strconv.Itoa(r.EvalLen),
+		strconv.Itoa(r.TrainLen), r.Status, f(r.BitsPerByte), f(r.BitsPerByteLast), strconv.Itoa(r.Windows), strconv.Itoa(r.Targets),
+		strconv.Itoa(r.TargetsLast), f(r.EvalMsPerByte), strconv.Itoa(r.TrainSteps), f(r.TrainMsPerStep), f(r.TrainLoss), f(r.ValBPB),
+		strconv.Itoa(r.Params), strconv.Itoa(r.Skipped), r.BLAS, r.GoVersion, r.GitRev, strconv.FormatBool(r.GitDirty), r.Note}
 }
 
 // ReadCSV reads rows written to results.csv (the columns Row has).

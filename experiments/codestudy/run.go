@@ -1,13 +1,9 @@
 package codestudy
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"math"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -90,23 +86,12 @@ type spec struct {
 	CorpusHash  string
 }
 
-type jobFile struct {
-	Spec spec  `json:"spec"`
-	Rows []Row `json:"rows"`
-}
-
-// Outcome is what Run produced.
+// Outcome is what Run produced: the study's outcome, with the corpus's
+// count of files that did not parse (Skipped) and the time LoadCorpus took.
 type Outcome struct {
-	Rows []Row
-	Dir  string
-	// Trained counts the models of this run, Reused those whose saved rows
-	// were taken as they were.
-	Trained, Reused int
-	// Skipped is the corpus's count of files that did not parse.
-	Skipped int
-	// CorpusLoad is the time LoadCorpus took.
+	study.JobsOutcome[Row]
+	Skipped    int
 	CorpusLoad time.Duration
-	Wall       time.Duration
 }
 
 type runner struct {
@@ -159,12 +144,6 @@ func newRunner(p Plan, opt Options) (*runner, error) {
 	return r, nil
 }
 
-func (r *runner) jobDir(j Job) string   { return filepath.Join(r.opt.Dir, "models", j.Key()) }
-func (r *runner) rowsPath(j Job) string { return filepath.Join(r.opt.Dir, "results", j.Key()+".json") }
-func (r *runner) ckptPath(j Job) string { return filepath.Join(r.jobDir(j), "ckpt.safetensors") }
-func (r *runner) lockPath(j Job) string { return filepath.Join(r.jobDir(j), "job.lock") }
-func (r *runner) renderLock() string    { return filepath.Join(r.opt.Dir, "render.lock") }
-
 func (r *runner) spec(cfg trainer.Config) spec {
 	return spec{Config: cfg.Resolved(), Corpus: r.plan.Corpus, Factors: r.plan.Factors, ValWindows: r.plan.ValWindows,
 		TestWindows: r.plan.TestWindows, WindowSeed: r.plan.WindowSeed, CorpusHash: r.hash}
@@ -174,9 +153,39 @@ func (r *runner) spec(cfg trainer.Config) spec {
 // run (configurations compared resolved).
 func sameSpec(saved, now spec) bool {
 	saved.Config, now.Config = saved.Config.Resolved(), now.Config.Resolved()
-	x, err1 := json.Marshal(saved)
-	y, err2 := json.Marshal(now)
-	return err1 == nil && err2 == nil && bytes.Equal(x, y)
+	return study.JSONEqual(saved, now)
+}
+
+// jobs is the plan's jobs for the shared runner (study.Jobs).
+func (r *runner) jobs() (*study.Jobs[spec, Row], []Job, error) {
+	jobs, err := r.plan.Jobs()
+	if err != nil {
+		return nil, nil, err
+	}
+	keys := make([]string, len(jobs))
+	for i, j := range jobs {
+		keys[i] = j.Key()
+	}
+	js := &study.Jobs[spec, Row]{Name: "code", Dir: r.opt.Dir, Keys: keys, Fresh: r.opt.Fresh, Log: r.logw, Same: sameSpec,
+		Render: r.render}
+	js.Spec = func(i int) (spec, error) {
+		cfg, err := r.plan.Config(jobs[i])
+		return r.spec(cfg), err
+	}
+	js.Do = func(ctx context.Context, i int, tag string) ([]Row, error) {
+		return r.runJob(ctx, jobs[i], js.CkptPath(i), tag)
+	}
+	return js, jobs, nil
+}
+
+// open returns the runner of a plan and its jobs.
+func open(p Plan, opt Options) (*runner, *study.Jobs[spec, Row], []Job, error) {
+	r, err := newRunner(p, opt)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	js, jobs, err := r.jobs()
+	return r, js, jobs, err
 }
 
 // Run trains and evaluates every model of the plan that has no saved rows
@@ -186,121 +195,65 @@ func sameSpec(saved, now spec) bool {
 // saving the current checkpoint; the error wraps trainer.ErrInterrupted.
 // A source directory without Go files is gocode's error.
 func Run(ctx context.Context, p Plan, opt Options) (*Outcome, error) {
-	start := time.Now()
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	r, err := newRunner(p, opt)
+	r, js, _, err := open(p, opt)
 	if err != nil {
 		return nil, err
 	}
-	jobs, err := p.Jobs()
-	if err != nil {
-		return nil, err
+	out := &Outcome{Skipped: r.corpus.Skipped, CorpusLoad: r.load}
+	o, err := js.RunAll(ctx)
+	if o != nil {
+		out.JobsOutcome = *o
 	}
-	out := &Outcome{Dir: r.opt.Dir, Skipped: r.corpus.Skipped, CorpusLoad: r.load}
-	for i, j := range jobs {
-		reused, err := r.runJob(ctx, j, fmt.Sprintf("[%d/%d]", i+1, len(jobs)))
-		if err != nil {
-			return out, err
-		}
-		if reused {
-			out.Reused++
-		} else {
-			out.Trained++
-		}
-	}
-	if out.Rows, err = r.render(); err != nil {
-		return out, err
-	}
-	out.Wall = time.Since(start)
-	return out, nil
+	return out, err
 }
 
 // RunJob runs job n (0-based, as Plan.Jobs lists them) without rendering.
 func RunJob(ctx context.Context, p Plan, opt Options, n int) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	jobs, err := p.Jobs()
+	_, js, _, err := open(p, opt)
 	if err != nil {
 		return err
 	}
-	if n < 0 || n >= len(jobs) {
-		return errors.Errorf("code: job %d does not exist (the plan has %d jobs, 0..%d)", n, len(jobs), len(jobs)-1)
-	}
-	r, err := newRunner(p, opt)
-	if err != nil {
-		return err
-	}
-	_, err = r.runJob(ctx, jobs[n], fmt.Sprintf("[job %d]", n))
-	return err
+	return js.RunJob(ctx, n)
 }
 
 // Render rewrites the tables and plot from the saved rows.
 func Render(p Plan, opt Options) ([]Row, error) {
-	r, err := newRunner(p, opt)
+	_, js, _, err := open(p, opt)
 	if err != nil {
 		return nil, err
 	}
-	return r.render()
+	return js.RenderSaved()
 }
 
-// runJob trains (or resumes) and evaluates one model unless its rows are
-// saved with the same spec; it reports whether they were.
-func (r *runner) runJob(ctx context.Context, j Job, tag string) (reused bool, err error) {
+// runJob trains (or resumes, from ckpt) and evaluates one model.
+func (r *runner) runJob(ctx context.Context, j Job, ckpt, tag string) ([]Row, error) {
 	cfg, err := r.plan.Config(j)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	sp := r.spec(cfg)
-	if !r.opt.Fresh {
-		var jf jobFile
-		if b, err := os.ReadFile(r.rowsPath(j)); err == nil {
-			if err := json.Unmarshal(b, &jf); err != nil {
-				return false, errors.Wrapf(err, "reading %s (delete it to recompute)", r.rowsPath(j))
-			}
-			if sameSpec(jf.Spec, sp) {
-				return true, nil
-			}
-			r.logf("%s %s: saved rows are of another configuration; recomputing\n", tag, j.Key())
-		}
-	}
-	if err := os.MkdirAll(r.jobDir(j), 0o755); err != nil {
-		return false, err
-	}
-	unlock, err := trainer.Lock(r.lockPath(j))
-	if err != nil {
-		return false, err
-	}
-	defer func() {
-		if uerr := unlock(); err == nil {
-			err = uerr
-		}
-	}()
 	task, err := NewTask(cfg, Data{Corpus: r.corpus, Val: r.val})
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	r.logf("%s training %s (%d updates)\n", tag, j.Key(), cfg.Steps)
-	sum, err := trainer.RunTask(ctx, cfg, task, trainer.RunOptions{Ckpt: r.ckptPath(j), Fresh: r.opt.Fresh,
+	sum, err := trainer.RunTask(ctx, cfg, task, trainer.RunOptions{Ckpt: ckpt, Fresh: r.opt.Fresh,
 		SaveEvery: r.opt.SaveEvery, Progress: r.opt.Progress, Log: r.logw})
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	p, _, err := trainer.LoadTaskModel(r.ckptPath(j), task)
+	p, _, err := trainer.LoadTaskModel(ckpt, task)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	base := Row{Preset: r.plan.Preset, Encoding: j.Variant.Label(), Seed: j.Seed, TrainLen: r.plan.TrainLen(), TrainSteps: sum.Steps,
 		ValBPB: sum.Val.Value, Params: p.Count(), Skipped: r.corpus.Skipped}
-	base.TrainMsPerStep, base.TrainLoss = trainStats(r.ckptPath(j))
+	base.TrainMsPerStep, base.TrainLoss = study.TrainMs(ckpt), study.LastLoss(ckpt)
 	prov := trainer.Provenance()
 	base.BLAS, base.GoVersion, base.GitRev, base.GitDirty = prov.BLAS, prov.GoVersion, prov.GitRev, prov.Dirty
 	var rows []Row
 	for i, le := range r.plan.Lengths() {
 		if err := ctx.Err(); err != nil {
-			return false, fmt.Errorf("%w (%w)", trainer.ErrInterrupted, err)
+			return nil, fmt.Errorf("%w (%w)", trainer.ErrInterrupted, err)
 		}
 		row := base
 		row.Factor, row.EvalLen = r.plan.Factors[i], le
@@ -314,7 +267,7 @@ func (r *runner) runJob(ctx context.Context, j Job, tag string) (reused bool, er
 				r.logf("%s %s at length %d: n/a (%v)\n", tag, j.Key(), le, err)
 				continue
 			}
-			return false, err
+			return nil, err
 		}
 		row.Status, row.BitsPerByte, row.BitsPerByteLast = StatusOK, res.BitsPerByte, res.BitsPerByteLast
 		row.Windows, row.Targets, row.TargetsLast = res.Windows, res.Targets, res.TargetsLast
@@ -323,27 +276,5 @@ func (r *runner) runJob(ctx context.Context, j Job, tag string) (reused bool, er
 		r.logf("%s %s at length %d (%dL): %.4f bits/byte over %d windows (%d bytes), last %d: %.4f\n",
 			tag, j.Key(), le, row.Factor, row.BitsPerByte, row.Windows, row.Targets, row.TrainLen, row.BitsPerByteLast)
 	}
-	b, err := json.MarshalIndent(jobFile{Spec: sp, Rows: rows}, "", " ")
-	if err != nil {
-		return false, err
-	}
-	return false, study.WriteFileAtomic(r.rowsPath(j), b)
-}
-
-// trainStats reads the metrics log of ckpt: the mean wall time per
-// update (ms) over every update, and the mean training loss (nats) of the
-// last 10.
-func trainStats(ckpt string) (msPerStep, loss float64) {
-	ms, err := trainer.ReadMetrics(trainer.MetricsPath(ckpt))
-	if err != nil || len(ms) == 0 {
-		return 0, 0
-	}
-	for _, m := range ms {
-		msPerStep += m.Seconds
-	}
-	last := ms[max(0, len(ms)-10):]
-	for _, m := range last {
-		loss += m.LossBPB
-	}
-	return msPerStep * 1000 / float64(len(ms)), loss / float64(len(last)) * math.Ln2
+	return rows, nil
 }

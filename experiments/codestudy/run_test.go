@@ -113,7 +113,15 @@ func TestRunResumes(t *testing.T) {
 	p1.Encodings = []string{"tree+rope"}
 	r, job, cfg, task := firstTask(t, p1, src, dir2)
 	ctx, cancel := context.WithCancel(context.Background())
-	_, err = trainer.RunTask(ctx, cfg, task, trainer.RunOptions{Ckpt: r.ckptPath(job), SaveEvery: 100,
+	js, _, err := r.jobs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ckpt, err := js.CkptOf(job.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = trainer.RunTask(ctx, cfg, task, trainer.RunOptions{Ckpt: ckpt, SaveEvery: 100,
 		BeforeStep: func(step int) error {
 			if step == 3 {
 				cancel()

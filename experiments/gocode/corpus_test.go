@@ -6,9 +6,10 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/rpe-go/rpe/internal/fields"
 	"strings"
 	"testing"
+
+	"github.com/rpe-go/rpe/internal/fields"
 )
 
 // writeTree writes files (slash path -> contents) under a new temporary

@@ -23,123 +23,63 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
 
 	"github.com/rpe-go/rpe/experiments/graphstudy"
-	"github.com/rpe-go/rpe/experiments/trainer"
-	"github.com/rpe-go/rpe/graph"
+	"github.com/rpe-go/rpe/experiments/study"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("graphs", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	preset := fs.String("preset", "quick", "preset: "+strings.Join(graphstudy.PresetNames(), " or "))
-	encs := fs.String("encodings", "", "comma-separated encodings or variants (name@key=value; \"laplacian\" for the Laplacian input) instead of the preset's")
-	seeds := fs.String("seeds", "", "comma-separated seeds instead of the preset's")
-	steps := fs.Int("steps", 0, "updates per model instead of the preset's")
-	out := fs.String("out", "", "output directory (default runs/graphs/<preset>)")
-	fresh := fs.Bool("fresh", false, "retrain and re-evaluate every model, ignoring saved work")
-	render := fs.Bool("render", false, "only rewrite the tables and plot from saved results")
-	jobs := fs.Bool("jobs", false, "list the models of the plan (number and key) and exit")
-	job := fs.Int("job", -1, "train and evaluate model N only (see -jobs), without rendering")
-	saveEvery := fs.Int("save-every", 100, "save a checkpoint every N updates")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	c := study.NewCommand("graphs", "graph study", graphstudy.PresetNames(),
+		"encodings or variants (name@key=value; \"laplacian\" for the Laplacian input)", "runs/graphs/<preset>", stdout, stderr)
+	if code := c.Parse(args); code >= 0 {
+		return code
 	}
-	usage := func(err error) int {
-		fmt.Fprintf(stderr, "graphs: %v\n(run with -h for the flags)\n", err)
-		return 2
-	}
-	if fs.NArg() > 0 {
-		return usage(fmt.Errorf("unexpected arguments %q", fs.Args()))
-	}
-	p, err := graphstudy.Preset(*preset)
+	p, err := graphstudy.Preset(c.Preset)
 	if err != nil {
-		return usage(err)
+		return c.Usage(err)
 	}
 	custom := false
-	if *encs != "" {
-		p.Encodings, custom = strings.Split(*encs, ","), true
+	if e := c.EncodingList(); e != nil {
+		p.Encodings, custom = e, true
 	}
-	if *seeds != "" {
-		p.Seeds = nil
-		for _, s := range strings.Split(*seeds, ",") {
-			v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-			if err != nil {
-				return usage(fmt.Errorf("-seeds: %q is not an integer", s))
-			}
-			p.Seeds = append(p.Seeds, v)
-		}
-		custom = true
+	seeds, err := c.SeedList()
+	if err != nil {
+		return c.Usage(err)
 	}
-	if *steps != 0 {
-		if *steps < 0 {
-			return usage(fmt.Errorf("-steps %d must be positive", *steps))
-		}
-		p.Base.Steps, custom = *steps, true
+	if seeds != nil {
+		p.Seeds, custom = seeds, true
 	}
-	if *saveEvery < 0 {
-		return usage(fmt.Errorf("-save-every %d must not be negative", *saveEvery))
+	if c.Steps != 0 {
+		p.Base.Steps, custom = c.Steps, true
 	}
 	if custom {
 		p.Preset += "-custom"
 	}
 	if err := p.Validate(); err != nil {
-		return usage(err)
+		return c.Usage(err)
 	}
-	js, _ := p.Jobs()
-	if *jobs {
-		for i, j := range js {
-			fmt.Fprintf(stdout, "%d %s\n", i, j.Key())
-		}
-		return 0
+	jobs, _ := p.Jobs()
+	keys := make([]string, len(jobs))
+	for i, j := range jobs {
+		keys[i] = j.Key()
 	}
-	if *job >= len(js) {
-		return usage(fmt.Errorf("-job %d: the plan has %d jobs (0..%d; see -jobs)", *job, len(js), len(js)-1))
-	}
-	opt := graphstudy.Options{Dir: *out, Fresh: *fresh, Progress: stderr, Log: stdout, SaveEvery: *saveEvery}
+	opt := graphstudy.Options{Dir: c.Out, Fresh: c.Fresh, Progress: stderr, Log: stdout, SaveEvery: c.SaveEvery}
 	if opt.Dir == "" {
 		opt.Dir = graphstudy.DefaultDir(p.Preset)
 	}
-	fmt.Fprintf(stdout, "graph study, %s preset -> %s (BLAS %s)\n", p.Preset, opt.Dir, graph.BLASName())
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	switch {
-	case *render:
-		_, err = graphstudy.Render(p, opt)
-	case *job >= 0:
-		err = graphstudy.RunJob(ctx, p, opt, *job)
-	default:
-		var o *graphstudy.Outcome
-		if o, err = graphstudy.Run(ctx, p, opt); err == nil {
-			fmt.Fprintf(stdout, "%d models trained, %d reused, in %s\n", o.Trained, o.Reused, o.Wall.Round(1e9))
-		}
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "graphs: %v\n", err)
-		if errors.Is(err, trainer.ErrInterrupted) {
-			return 130
-		}
-		return 1
-	}
-	if *job < 0 {
-		if b, err := os.ReadFile(filepath.Join(opt.Dir, graphstudy.FileTable)); err == nil {
-			fmt.Fprintf(stdout, "\n%s", b)
-		}
-	}
-	return 0
+	return c.Execute(p.Preset, study.Actions{Keys: keys, Dir: opt.Dir, Table: graphstudy.FileTable,
+		Render: func() error { _, err := graphstudy.Render(p, opt); return err },
+		Job:    func(ctx context.Context, n int) error { return graphstudy.RunJob(ctx, p, opt, n) },
+		All: func(ctx context.Context) (string, error) {
+			o, err := graphstudy.Run(ctx, p, opt)
+			if err != nil {
+				return "", err
+			}
+			return o.String(), nil
+		},
+	})
 }

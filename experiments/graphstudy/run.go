@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"slices"
 	"time"
-
-	"github.com/pkg/errors"
 
 	"github.com/rpe-go/rpe/experiments/graphdata"
 	"github.com/rpe-go/rpe/experiments/study"
@@ -271,15 +268,15 @@ func LoadModel(p Plan, opt Options, j Job) (*graph.Params, layers.GraphConfig, e
 	if err != nil {
 		return nil, layers.GraphConfig{}, err
 	}
-	js, jobs, err := r.jobs()
+	js, _, err := r.jobs()
 	if err != nil {
 		return nil, layers.GraphConfig{}, err
 	}
-	i := slices.IndexFunc(jobs, func(x Job) bool { return x.Key() == j.Key() })
-	if i < 0 {
-		return nil, layers.GraphConfig{}, errors.Errorf("graphs: job %s is not in the plan", j.Key())
+	ckpt, err := js.CkptOf(j.Key())
+	if err != nil {
+		return nil, layers.GraphConfig{}, err
 	}
-	params, _, err := trainer.LoadTaskModel(js.CkptPath(i), task)
+	params, _, err := trainer.LoadTaskModel(ckpt, task)
 	if err != nil {
 		return nil, layers.GraphConfig{}, err
 	}

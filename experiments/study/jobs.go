@@ -261,3 +261,14 @@ func LastLoss(ckpt string) float64 {
 	}
 	return s / float64(len(ms)) * 0.6931471805599453
 }
+
+// CkptOf is the checkpoint of the job with key k, or an error if the plan
+// has no such job.
+func (js *Jobs[S, R]) CkptOf(k string) (string, error) {
+	for i, key := range js.Keys {
+		if key == k {
+			return js.CkptPath(i), nil
+		}
+	}
+	return "", errors.Errorf("%s: job %s is not in the plan", js.Name, k)
+}

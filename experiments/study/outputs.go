@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -35,8 +36,11 @@ func ReadResults[P, R any](dir string) (*Results[P, R], error) {
 }
 
 // Outputs is what WriteOutputs writes.
-type Outputs[P, R any] struct {
-	Results Results[P, R]
+type Outputs[R any] struct {
+	// Rows are the rows of results.csv; JSON is results.json (usually a
+	// Results value, or a study's own type with more fields).
+	Rows []R
+	JSON any
 	// CSVHeader and CSVRow give results.csv; Markdown is table.md.
 	CSVHeader []string
 	CSVRow    func(R) []string
@@ -48,11 +52,11 @@ type Outputs[P, R any] struct {
 
 // WriteOutputs writes results.csv, results.json, table.md (FileCSV,
 // FileJSON, FileTable) and the plots into dir, each file atomically.
-func WriteOutputs[P, R any](dir string, o Outputs[P, R]) error {
+func WriteOutputs[R any](dir string, o Outputs[R]) error {
 	var buf bytes.Buffer
 	w := csv.NewWriter(&buf)
 	_ = w.Write(o.CSVHeader)
-	for _, r := range o.Results.Rows {
+	for _, r := range o.Rows {
 		_ = w.Write(o.CSVRow(r))
 	}
 	w.Flush()
@@ -62,7 +66,7 @@ func WriteOutputs[P, R any](dir string, o Outputs[P, R]) error {
 	if err := WriteFileAtomic(filepath.Join(dir, FileCSV), buf.Bytes()); err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(o.Results, "", " ")
+	b, err := json.MarshalIndent(o.JSON, "", " ")
 	if err != nil {
 		return err
 	}
@@ -72,7 +76,7 @@ func WriteOutputs[P, R any](dir string, o Outputs[P, R]) error {
 	if err := WriteFileAtomic(filepath.Join(dir, FileTable), []byte(o.Markdown)); err != nil {
 		return err
 	}
-	if len(o.Results.Rows) == 0 {
+	if len(o.Rows) == 0 {
 		return nil
 	}
 	for _, plot := range o.Plots {
@@ -103,4 +107,10 @@ func (js *Jobs[S, R]) RunAll(ctx context.Context) (*JobsOutcome[R], error) {
 	}
 	out.Wall = time.Since(start)
 	return out, nil
+}
+
+// String is the one-line summary of a run: "12 models trained, 0 reused,
+// in 14m2s".
+func (o *JobsOutcome[R]) String() string {
+	return fmt.Sprintf("%d models trained, %d reused, in %s", o.Trained, o.Reused, o.Wall.Round(time.Second))
 }

@@ -36,8 +36,8 @@ func LoadResults(dir string) (*File, error) { return study.ReadResults[Plan, Row
 
 // render writes results.csv, results.json, table.md and accuracy.png.
 func (r *runner) render(rows []Row, pending []string) error {
-	return study.WriteOutputs(r.opt.Dir, study.Outputs[Plan, Row]{
-		Results:   File{Preset: r.plan.Preset, Plan: r.plan, Rows: rows, Pending: pending},
+	return study.WriteOutputs(r.opt.Dir, study.Outputs[Row]{Rows: rows,
+		JSON:      File{Preset: r.plan.Preset, Plan: r.plan, Rows: rows, Pending: pending},
 		CSVHeader: csvHeader, CSVRow: csvRow, Markdown: Markdown(r.plan, rows, pending),
 		Plots: []func(string) error{func(dir string) error { return Plot(r.plan, rows, filepath.Join(dir, FilePlot)) }},
 	})

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/pkg/errors"
@@ -322,15 +321,15 @@ func LoadModel(p Plan, opt Options, j Job) (*graph.Params, layers.ViTConfig, *im
 	if err != nil {
 		return nil, layers.ViTConfig{}, nil, err
 	}
-	js, jobs, err := r.jobs()
+	js, _, err := r.jobs()
 	if err != nil {
 		return nil, layers.ViTConfig{}, nil, err
 	}
-	i := slices.IndexFunc(jobs, func(x Job) bool { return x.Key() == j.Key() })
-	if i < 0 {
-		return nil, layers.ViTConfig{}, nil, errors.Errorf("vision: job %s is not in the plan", j.Key())
+	ckpt, err := js.CkptOf(j.Key())
+	if err != nil {
+		return nil, layers.ViTConfig{}, nil, err
 	}
-	params, _, err := trainer.LoadTaskModel(js.CkptPath(i), task)
+	params, _, err := trainer.LoadTaskModel(ckpt, task)
 	if err != nil {
 		return nil, layers.ViTConfig{}, nil, err
 	}

@@ -1,0 +1,171 @@
+package study
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/rpe-go/rpe/experiments/trainer"
+	"github.com/rpe-go/rpe/graph"
+)
+
+// Command is the front end that the commands of the studies of trained
+// models share (vision, graphs, code): the common flags, their checks, and
+// the run with its exit status. A command registers its own flags on FlagSet
+// after NewCommand, calls Parse, applies the flags to its plan, and calls
+// Execute with the plan's actions.
+type Command struct {
+	// Name is the command's name ("vision"), its errors' prefix; Title
+	// names the study in the first line of output ("vision study").
+	Name, Title string
+	// FlagSet holds the common flags and the command's own.
+	FlagSet *flag.FlagSet
+	// The common flags, after Parse.
+	Preset, Encodings, Seeds, Out string
+	Steps, Job, SaveEvery         int
+	Fresh, Render, ListJobs       bool
+
+	stdout, stderr io.Writer
+}
+
+// NewCommand registers the common flags: -preset (one of presets, default
+// the first), -encodings (encHelp describes them), -seeds, -steps, -out
+// (default shown as defaultDir), -fresh, -render, -jobs, -job and
+// -save-every.
+func NewCommand(name, title string, presets []string, encHelp, defaultDir string, stdout, stderr io.Writer) *Command {
+	c := &Command{Name: name, Title: title, FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), stdout: stdout, stderr: stderr}
+	fs := c.FlagSet
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.Preset, "preset", presets[0], "preset: "+strings.Join(presets, " or "))
+	fs.StringVar(&c.Encodings, "encodings", "", "comma-separated "+encHelp+" to train instead of the preset's")
+	fs.StringVar(&c.Seeds, "seeds", "", "comma-separated seeds instead of the preset's")
+	fs.IntVar(&c.Steps, "steps", 0, "updates per model instead of the preset's")
+	fs.StringVar(&c.Out, "out", "", "output directory (default "+defaultDir+")")
+	fs.BoolVar(&c.Fresh, "fresh", false, "retrain and re-evaluate every model, ignoring saved work")
+	fs.BoolVar(&c.Render, "render", false, "only rewrite the tables and plot from saved results")
+	fs.BoolVar(&c.ListJobs, "jobs", false, "list the models of the plan (number and key) and exit")
+	fs.IntVar(&c.Job, "job", -1, "train and evaluate model N only (see -jobs), without rendering")
+	fs.IntVar(&c.SaveEvery, "save-every", 100, "save a checkpoint every N updates")
+	return c
+}
+
+// Parse parses args. It returns -1 if the run goes on, else the exit
+// status: 0 for -h, 2 for bad flags (reported), positional arguments, or a
+// negative -steps or -save-every.
+func (c *Command) Parse(args []string) int {
+	if err := c.FlagSet.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	switch {
+	case c.FlagSet.NArg() > 0:
+		return c.Usage(fmt.Errorf("unexpected arguments %q", c.FlagSet.Args()))
+	case c.Steps < 0:
+		return c.Usage(fmt.Errorf("-steps %d must be positive", c.Steps))
+	case c.SaveEvery < 0:
+		return c.Usage(fmt.Errorf("-save-every %d must not be negative", c.SaveEvery))
+	}
+	return -1
+}
+
+// Usage reports a bad-input error and returns exit status 2.
+func (c *Command) Usage(err error) int {
+	fmt.Fprintf(c.stderr, "%s: %s\n(run with -h for the flags)\n", c.Name, strings.TrimPrefix(err.Error(), c.Name+": "))
+	return 2
+}
+
+// EncodingList returns -encodings split at commas (nil if not given).
+func (c *Command) EncodingList() []string {
+	if c.Encodings == "" {
+		return nil
+	}
+	return strings.Split(c.Encodings, ",")
+}
+
+// SeedList returns -seeds parsed (nil if not given), or an error naming
+// the entry that is not an integer.
+func (c *Command) SeedList() ([]int64, error) {
+	if c.Seeds == "" {
+		return nil, nil
+	}
+	var out []int64
+	for _, s := range strings.Split(c.Seeds, ",") {
+		v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("-seeds: %q is not an integer", s)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// Actions are what a command runs, for its plan.
+type Actions struct {
+	// Keys are the plan's job keys (-jobs lists them; -job is checked
+	// against them).
+	Keys []string
+	// Dir is the output directory.
+	Dir string
+	// Table is the file of Dir printed after a full run or a render.
+	Table string
+	// Render re-renders, Job runs job n, All runs every job and renders
+	// and returns a one-line summary ("12 models trained, 0 reused, in
+	// 14m2s").
+	Render func() error
+	Job    func(ctx context.Context, n int) error
+	All    func(ctx context.Context) (summary string, err error)
+}
+
+// Execute lists the jobs (-jobs), or runs -render, -job N or the whole
+// study with Ctrl-C and SIGTERM cancelling it (the running model saves its
+// checkpoint), and returns the exit status: 0, 1 for a failed run, 130 for
+// an interrupted one, 2 for a -job outside the plan.
+func (c *Command) Execute(preset string, a Actions) int {
+	if c.ListJobs {
+		for i, k := range a.Keys {
+			fmt.Fprintf(c.stdout, "%d %s\n", i, k)
+		}
+		return 0
+	}
+	if c.Job >= len(a.Keys) {
+		return c.Usage(fmt.Errorf("-job %d: the plan has %d jobs (0..%d; see -jobs)", c.Job, len(a.Keys), len(a.Keys)-1))
+	}
+	fmt.Fprintf(c.stdout, "%s, %s preset -> %s (BLAS %s)\n", c.Title, preset, a.Dir, graph.BLASName())
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch {
+	case c.Render:
+		err = a.Render()
+	case c.Job >= 0:
+		err = a.Job(ctx, c.Job)
+	default:
+		var sum string
+		if sum, err = a.All(ctx); err == nil {
+			fmt.Fprintln(c.stdout, sum)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(c.stderr, "%s: %s\n", c.Name, strings.TrimPrefix(err.Error(), c.Name+": "))
+		if errors.Is(err, trainer.ErrInterrupted) {
+			return 130
+		}
+		return 1
+	}
+	if c.Job < 0 {
+		if b, err := os.ReadFile(filepath.Join(a.Dir, a.Table)); err == nil {
+			fmt.Fprintf(c.stdout, "\n%s", b)
+		}
+	}
+	return 0
+}
