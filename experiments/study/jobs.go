@@ -272,3 +272,24 @@ func (js *Jobs[S, R]) CkptOf(k string) (string, error) {
 	}
 	return "", errors.Errorf("%s: job %s is not in the plan", js.Name, k)
 }
+
+// Keyed is a job of a plan: its key names its files.
+type Keyed interface{ Key() string }
+
+// NewJobs returns the Jobs of plan jobs: spec gives a job's spec, do trains
+// and evaluates it (from checkpoint ckpt), render writes the outputs; same
+// compares specs (nil: JSONEqual). Name, Dir, Fresh and Log are as in Jobs.
+func NewJobs[J Keyed, S, R any](name, dir string, fresh bool, log io.Writer, jobs []J,
+	spec func(J) (S, error), same func(saved, now S) bool,
+	do func(ctx context.Context, j J, ckpt, tag string) ([]R, error), render func(rows []R, pending []string) error) *Jobs[S, R] {
+	keys := make([]string, len(jobs))
+	for i, j := range jobs {
+		keys[i] = j.Key()
+	}
+	js := &Jobs[S, R]{Name: name, Dir: dir, Keys: keys, Fresh: fresh, Log: log, Same: same, Render: render}
+	js.Spec = func(i int) (S, error) { return spec(jobs[i]) }
+	js.Do = func(ctx context.Context, i int, tag string) ([]R, error) {
+		return do(ctx, jobs[i], js.CkptPath(i), tag)
+	}
+	return js
+}

@@ -152,20 +152,11 @@ func (r *runner) jobs() (*study.Jobs[spec, Row], []Job, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	keys := make([]string, len(jobs))
-	for i, j := range jobs {
-		keys[i] = j.Key()
-	}
-	js := &study.Jobs[spec, Row]{Name: "vision", Dir: r.opt.Dir, Keys: keys, Fresh: r.opt.Fresh, Log: r.logw, Same: sameSpec,
-		Render: r.render}
-	js.Spec = func(i int) (spec, error) {
-		cfg, err := r.plan.Config(jobs[i])
+	spec := func(j Job) (spec, error) {
+		cfg, err := r.plan.Config(j)
 		return r.spec(cfg), err
 	}
-	js.Do = func(ctx context.Context, i int, tag string) ([]Row, error) {
-		return r.runJob(ctx, jobs[i], js.CkptPath(i), tag)
-	}
-	return js, jobs, nil
+	return study.NewJobs("vision", r.opt.Dir, r.opt.Fresh, r.logw, jobs, spec, sameSpec, r.runJob, r.render), jobs, nil
 }
 
 // Run trains and evaluates every model of the plan that has no saved rows
