@@ -42,19 +42,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return c.Usage(err)
 	}
-	custom := false
-	if e := c.EncodingList(); e != nil {
-		p.Encodings, custom = e, true
-	}
-	seeds, err := c.SeedList()
+	encs, seeds, steps, custom, err := c.Overrides()
 	if err != nil {
 		return c.Usage(err)
 	}
-	if seeds != nil {
-		p.Seeds, custom = seeds, true
+	if encs != nil {
+		p.Encodings = encs
 	}
-	if c.Steps != 0 {
-		p.Base.Steps, custom = c.Steps, true
+	if seeds != nil {
+		p.Seeds = seeds
+	}
+	if steps != 0 {
+		p.Base.Steps = steps
 	}
 	if custom {
 		p.Preset += "-custom"
@@ -63,15 +62,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return c.Usage(err)
 	}
 	jobs, _ := p.Jobs()
-	keys := make([]string, len(jobs))
-	for i, j := range jobs {
-		keys[i] = j.Key()
-	}
 	opt := graphstudy.Options{Dir: c.Out, Fresh: c.Fresh, Progress: stderr, Log: stdout, SaveEvery: c.SaveEvery}
 	if opt.Dir == "" {
 		opt.Dir = graphstudy.DefaultDir(p.Preset)
 	}
-	return c.Execute(p.Preset, study.Actions{Keys: keys, Dir: opt.Dir, Table: graphstudy.FileTable,
+	return c.Execute(p.Preset, study.Actions{Keys: study.KeysOf(jobs), Dir: opt.Dir, Table: graphstudy.FileTable,
 		Render: func() error { _, err := graphstudy.Render(p, opt); return err },
 		Job:    func(ctx context.Context, n int) error { return graphstudy.RunJob(ctx, p, opt, n) },
 		All: func(ctx context.Context) (string, error) {

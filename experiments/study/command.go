@@ -84,29 +84,33 @@ func (c *Command) Usage(err error) int {
 	return 2
 }
 
-// EncodingList returns -encodings split at commas (nil if not given).
-func (c *Command) EncodingList() []string {
-	if c.Encodings == "" {
-		return nil
+// Overrides returns what -encodings, -seeds and -steps change in the
+// preset (nil, nil and 0 when not given) and whether any was given (the
+// plan is then "<preset>-custom"), or an error naming a seed that is not an
+// integer.
+func (c *Command) Overrides() (encodings []string, seeds []int64, steps int, custom bool, err error) {
+	if c.Encodings != "" {
+		encodings = strings.Split(c.Encodings, ",")
 	}
-	return strings.Split(c.Encodings, ",")
+	if c.Seeds != "" {
+		for _, s := range strings.Split(c.Seeds, ",") {
+			v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+			if err != nil {
+				return nil, nil, 0, false, fmt.Errorf("-seeds: %q is not an integer", s)
+			}
+			seeds = append(seeds, v)
+		}
+	}
+	return encodings, seeds, c.Steps, encodings != nil || seeds != nil || c.Steps != 0, nil
 }
 
-// SeedList returns -seeds parsed (nil if not given), or an error naming
-// the entry that is not an integer.
-func (c *Command) SeedList() ([]int64, error) {
-	if c.Seeds == "" {
-		return nil, nil
+// KeysOf returns the keys of a plan's jobs.
+func KeysOf[J Keyed](jobs []J) []string {
+	keys := make([]string, len(jobs))
+	for i, j := range jobs {
+		keys[i] = j.Key()
 	}
-	var out []int64
-	for _, s := range strings.Split(c.Seeds, ",") {
-		v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("-seeds: %q is not an integer", s)
-		}
-		out = append(out, v)
-	}
-	return out, nil
+	return keys
 }
 
 // Actions are what a command runs, for its plan.

@@ -282,11 +282,7 @@ type Keyed interface{ Key() string }
 func NewJobs[J Keyed, S, R any](name, dir string, fresh bool, log io.Writer, jobs []J,
 	spec func(J) (S, error), same func(saved, now S) bool,
 	do func(ctx context.Context, j J, ckpt, tag string) ([]R, error), render func(rows []R, pending []string) error) *Jobs[S, R] {
-	keys := make([]string, len(jobs))
-	for i, j := range jobs {
-		keys[i] = j.Key()
-	}
-	js := &Jobs[S, R]{Name: name, Dir: dir, Keys: keys, Fresh: fresh, Log: log, Same: same, Render: render}
+	js := &Jobs[S, R]{Name: name, Dir: dir, Keys: KeysOf(jobs), Fresh: fresh, Log: log, Same: same, Render: render}
 	js.Spec = func(i int) (S, error) { return spec(jobs[i]) }
 	js.Do = func(ctx context.Context, i int, tag string) ([]R, error) {
 		return do(ctx, jobs[i], js.CkptPath(i), tag)

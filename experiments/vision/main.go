@@ -45,19 +45,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return c.Usage(err)
 	}
-	custom := false
-	if e := c.EncodingList(); e != nil {
-		p.Encodings, custom = e, true
-	}
-	seeds, err := c.SeedList()
+	encs, seeds, steps, custom, err := c.Overrides()
 	if err != nil {
 		return c.Usage(err)
 	}
-	if seeds != nil {
-		p.Seeds, custom = seeds, true
+	if encs != nil {
+		p.Encodings = encs
 	}
-	if c.Steps != 0 {
-		p.Base.Steps, custom = c.Steps, true
+	if seeds != nil {
+		p.Seeds = seeds
+	}
+	if steps != 0 {
+		p.Base.Steps = steps
 	}
 	if *testN >= 0 {
 		p.TestImages, custom = *testN, true
@@ -72,15 +71,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return c.Usage(err)
 	}
 	jobs, _ := p.Jobs()
-	keys := make([]string, len(jobs))
-	for i, j := range jobs {
-		keys[i] = j.Key()
-	}
 	opt := visionstudy.Options{Dir: c.Out, MNIST: *mnist, Fresh: c.Fresh, Progress: stderr, Log: stdout, SaveEvery: c.SaveEvery}
 	if opt.Dir == "" {
 		opt.Dir = visionstudy.DefaultDir(p.Preset)
 	}
-	return c.Execute(p.Preset, study.Actions{Keys: keys, Dir: opt.Dir, Table: visionstudy.FileTable,
+	return c.Execute(p.Preset, study.Actions{Keys: study.KeysOf(jobs), Dir: opt.Dir, Table: visionstudy.FileTable,
 		Render: func() error { _, err := visionstudy.Render(p, opt); return err },
 		Job:    func(ctx context.Context, n int) error { return visionstudy.RunJob(ctx, p, opt, n) },
 		All: func(ctx context.Context) (string, error) {
