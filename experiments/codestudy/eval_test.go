@@ -2,6 +2,7 @@ package codestudy
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -106,4 +107,23 @@ type lineAndPairwise struct{ posenc.Encoding }
 
 func (lineAndPairwise) Accepts() []posenc.PosKind {
 	return []posenc.PosKind{posenc.PosLine, posenc.PosPairwise}
+}
+
+// TestSnippetRelations: in "return a + b", the byte "a" (an Ident) and
+// the byte "b" are siblings under the BinaryExpr: one step up, one down;
+// "+" belongs to the BinaryExpr itself: from "a" one step up, none down.
+func TestSnippetRelations(t *testing.T) {
+	src := []byte("package p\n\nfunc f(a, b int) int { return a + b }\n")
+	start := strings.Index(string(src), "a + b")
+	up, down, err := SnippetRelations(src, start, 5, 4, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// bytes: 0 'a', 1 ' ', 2 '+', 3 ' ', 4 'b'
+	if up.At(0, 4) != 1 || down.At(0, 4) != 1 || up.At(0, 2) != 1 || down.At(0, 2) != 0 || up.At(2, 0) != 0 || down.At(2, 0) != 1 {
+		t.Fatalf("up %v\ndown %v", up.Data, down.Data)
+	}
+	if _, _, err := SnippetRelations([]byte("package p\nfunc {"), 0, 3, 4, 4); err == nil {
+		t.Fatal("a snippet that does not parse was accepted")
+	}
 }

@@ -84,3 +84,31 @@ func TreeBias(p *graph.Params, cfg trainer.Config, layer int) ([]viz.Matrix, err
 	}
 	return out, nil
 }
+
+// SnippetRelations parses src (a whole Go file) and returns the tree
+// relations of its n bytes from start as two n×n matrices, the steps up
+// and the steps down from query byte i (row) to key byte j (column)
+// through their lowest common ancestor, clipped at maxUp and maxDown (the
+// relation a tree encoding sees), for viz.HeatmapGrid. It returns the
+// parser's error if src does not parse, or gocode.Relations' error for a
+// window outside src or negative bounds.
+func SnippetRelations(src []byte, start, n, maxUp, maxDown int) (up, down viz.Matrix, err error) {
+	f, err := gocode.ParseFile("snippet.go", src, false)
+	if err != nil {
+		return viz.Matrix{}, viz.Matrix{}, err
+	}
+	rel := make([]int, n*n)
+	if err := gocode.Relations(&f.Tree, f.ByteNode, start, n, maxUp, maxDown, rel); err != nil {
+		return viz.Matrix{}, viz.Matrix{}, err
+	}
+	u, d := make([]float64, n*n), make([]float64, n*n)
+	for i, r := range rel {
+		a, b := gocode.UpDown(r, maxDown)
+		u[i], d[i] = float64(a), float64(b)
+	}
+	if up, err = viz.NewMatrix(n, n, u); err != nil {
+		return viz.Matrix{}, viz.Matrix{}, err
+	}
+	down, err = viz.NewMatrix(n, n, d)
+	return up, down, err
+}
