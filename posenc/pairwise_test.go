@@ -116,3 +116,17 @@ func TestPerExampleBias(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkNewPairwise builds the positions of a code batch: 16 windows of
+// 128 bytes, 25 tree relations (the check, the copy and the content hash).
+func BenchmarkNewPairwise(b *testing.B) {
+	rel := make([]int, 16*128*128)
+	for i := range rel {
+		rel[i] = i % 25
+	}
+	for i := 0; i < b.N; i++ {
+		if _, err := posenc.NewPairwise(16, 128, 128, 25, rel); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
