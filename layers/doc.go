@@ -1,7 +1,10 @@
 // Package layers builds the Transformer of this project as Gorgonia graph
 // nodes: Linear, Embedding, LayerNorm, FeedForward, multi-head Attention, a
 // pre-LayerNorm Block and the byte-level language model LM, all driven by one
-// Config.
+// Config; and two encoders built of the same blocks: ViT, a classifier of
+// image patches on their grid (issue #13), and GraphTransformer, a node or
+// graph classifier over padded batches of graphs (Graphormer style; issue
+// #14).
 //
 // Every constructor has the shape NewX(g, p, cfg) (*X, error): it creates the
 // layer's parameters in the store p (graph.Params) under hierarchical names
@@ -24,6 +27,13 @@
 // and knows nothing about any particular encoding. The bias is added before
 // the mask; the mask is applied inside the softmax, so a fully masked row
 // gives zeros, never NaN.
+//
+// Positions beyond token order reach the hooks as posenc.Positions: a ViT
+// gives its grid encodings the patches' (row, col); a GraphTransformer
+// gives the graphs' pairwise spatial relations [B, N, N]; the LM takes
+// per-example pairwise relations in Options.Pos (a code model's syntax-tree
+// relations, for tree and tree+rope). With a posenc.Feed in the positions,
+// one graph serves every batch (Feed.Bind rebinds the relations).
 //
 // Errors: constructors and Fwd methods return errors that name the layer and
 // the shapes; nothing panics on bad shapes.
