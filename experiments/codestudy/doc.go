@@ -25,8 +25,9 @@
 // Task is a layers.LM over windows of L bytes drawn by gocode.Sampler
 // (resumable: State and SetState) that trains through the project's engine,
 // trainer.RunTask (kind "code"). Whether a model gets the tree relations is
-// decided by the encoding's accepted kinds (Pairwise: posenc.Accepted
-// contains posenc.PosPairwise), not by its name: such a model is built once
+// decided by the encoding's accepted kinds, not by its name (Pairwise: it,
+// or a part of a combination, serves pairwise positions and not line
+// positions; none serves every kind and needs none): such a model is built once
 // with pairwise positions [B, L, L] carrying a posenc.Feed, and every batch
 // binds its relations with Feed.Bind; the others get no positions and see
 // the 1-D span (a combined encoding's 1-D part sees the span too).
