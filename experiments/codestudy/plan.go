@@ -6,10 +6,14 @@ import (
 	"strings"
 
 	"github.com/pkg/errors"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
 
 	"github.com/rpe-go/rpe/experiments/gocode"
 	"github.com/rpe-go/rpe/experiments/study"
 	"github.com/rpe-go/rpe/experiments/trainer"
+	"github.com/rpe-go/rpe/graph"
+	"github.com/rpe-go/rpe/layers"
 	"github.com/rpe-go/rpe/posenc"
 )
 
@@ -211,9 +215,33 @@ func (p Plan) Validate() error {
 				return errors.Errorf("code: %s: tree bounds up %d down %d differ from the corpus relation bounds up %d down %d (set the plan's corpus bounds instead)",
 					j.Key(), up, down, p.Corpus.MaxUp, p.Corpus.MaxDown)
 			}
+			if err := servesTreeRelations(c); err != nil {
+				return errors.WithMessagef(err, "code: %s cannot serve the syntax-tree relations", j.Key())
+			}
 		} else if err := posenc.CheckKind(enc, nil); err != nil {
 			return errors.WithMessagef(err, "code: %s", j.Key())
 		}
 	}
 	return nil
+}
+
+// servesTreeRelations builds the model of c on one window of two bytes
+// whose relations are the largest tree relation id: an encoding of other
+// pairwise relations (graphormer-spatial's distance table) fails here, at
+// planning, rather than at its first batch.
+func servesTreeRelations(c trainer.Config) error {
+	n := gocode.NumTreeRelations(treeBounds(c.Model.PosOpts))
+	pos, err := posenc.NewPairwise(1, 2, 2, n, []int{n - 1, n - 1, n - 1, n - 1})
+	if err != nil {
+		return err
+	}
+	g := G.NewGraph()
+	lm, err := layers.NewLM(g, graph.NewParams(tensor.Float32, 1), c.Model)
+	if err != nil {
+		return err
+	}
+	ids := G.NewTensor(g, tensor.Int, 2, G.WithShape(1, 2), G.WithName("ids"),
+		G.WithValue(tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]int{0, 0}))))
+	_, err = lm.FwdWith(ids, layers.Options{Pos: pos})
+	return err
 }

@@ -198,6 +198,8 @@ func TestBadInput(t *testing.T) {
 		{"windows", func(p *Plan) { p.TestWindows = 0 }, "windows"},
 		{"not causal", func(p *Plan) { p.Base.Model.Causal = false }, "causal"},
 		{"grid encoding", func(p *Plan) { p.Encodings = []string{"rope-2d"} }, "line positions"},
+		{"graph relations", func(p *Plan) { p.Encodings = []string{"graphormer-spatial"} },
+			"graphormer-spatial-seed1 cannot serve the syntax-tree relations: posenc graphormer-spatial: positions have 25 relations, the table 9 rows"},
 	} {
 		p, _ := Preset("quick")
 		c.edit(&p)
