@@ -233,6 +233,12 @@ type Options struct {
 	// TreeMaxUp and TreeMaxDown clip the steps up and down of tree's
 	// relations (default 4 and 4: 25 relations), as gocode.Options.
 	TreeMaxUp, TreeMaxDown int
+
+	// -- KERPLE and Sandwich options (issue #15) --
+
+	// -- FIRE and dynamic position bias options (issue #15) --
+
+	// -- xPos, Llama 3 and YaRN options (issue #15) --
 }
 
 // DefaultSinusoidalScale is the default SinusoidalScale of a model of width
@@ -298,6 +304,11 @@ func (o Options) Defaults() Options {
 	def(&o.GraphMaxDegree, 16)
 	def(&o.TreeMaxUp, DefaultTreeMaxUp)
 	def(&o.TreeMaxDown, DefaultTreeMaxDown)
+	// -- KERPLE and Sandwich defaults --
+
+	// -- FIRE and dynamic position bias defaults --
+
+	// -- xPos, Llama 3 and YaRN defaults --
 	return o
 }
 
@@ -368,7 +379,8 @@ var tableOrder = []string{
 	"none", "sinusoidal", "learned",
 	"shaw", "shaw-scalar", "t5", "xl", "deberta",
 	"rope", "alibi",
-	RopePI, RopeNTK, RopeDynamic, RopeYaRN,
+	"kerple-log", "kerple-power", "sandwich", "fire", "dpb", "xpos",
+	RopePI, RopeNTK, RopeDynamic, RopeYaRN, "rope-llama3",
 	"learned-2d", "sinusoidal-2d", "swin", "swin-log", "alibi-2d", "rope-2d", "rope-mixed", "cpe",
 	"graphormer-spatial", "graphormer-centrality", "tree",
 }

@@ -25,10 +25,11 @@ func TestRegistered(t *testing.T) {
 	for _, i := range reg {
 		names = append(names, i.Name)
 	}
-	wantOrder := []string{"none", "sinusoidal", "learned", "shaw", "shaw-scalar", "t5", "xl", "deberta", "rope", "alibi",
-		"rope-pi", "rope-ntk", "rope-dynamic", "rope-yarn"}
-	// The 2-D encodings follow, in posenc's table order, as they are registered.
-	for _, n := range []string{"learned-2d", "sinusoidal-2d", "swin", "swin-log", "alibi-2d", "rope-2d", "rope-mixed", "cpe",
+	wantOrder := []string{"none", "sinusoidal", "learned", "shaw", "shaw-scalar", "t5", "xl", "deberta", "rope", "alibi"}
+	// The later encodings follow, in posenc's table order, as they are registered.
+	for _, n := range []string{"kerple-log", "kerple-power", "sandwich", "fire", "dpb", "xpos",
+		"rope-pi", "rope-ntk", "rope-dynamic", "rope-yarn", "rope-llama3",
+		"learned-2d", "sinusoidal-2d", "swin", "swin-log", "alibi-2d", "rope-2d", "rope-mixed", "cpe",
 		"graphormer-spatial", "graphormer-centrality", "tree"} {
 		if _, ok := posenc.InfoOf(n); ok {
 			wantOrder = append(wantOrder, n)
