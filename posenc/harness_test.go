@@ -199,6 +199,12 @@ func checkAttentionShapes(t *testing.T, name string, o posenc.Options) {
 		}
 		xq, xkv := mk("xq", c.span.TQ), mk("xkv", c.span.TK)
 		y, err := a.Fwd(xq, xkv, c.span, nil)
+		if !c.causal && causalOnly(t, name, o) {
+			if err == nil || !strings.Contains(err.Error(), name) {
+				t.Fatalf("%s %s: a causal-only encoding gave error %v, want one naming it", name, c.label, err)
+			}
+			continue
+		}
 		if err != nil {
 			if strings.Contains(err.Error(), name) {
 				// an encoding may refuse a shape it cannot serve, but only
@@ -219,6 +225,32 @@ func checkAttentionShapes(t *testing.T, name string, o posenc.Options) {
 		if err := graph.GradCheck(g, loss, wrt, graph.GradCheckOpts{MaxPerNode: 6, Seed: 4}); err != nil {
 			t.Fatalf("%s %s: %v", name, c.label, err)
 		}
+	}
+}
+
+// causalOnly reports whether the encoding called name is a
+// posenc.CausalOnly that says so.
+func causalOnly(t *testing.T, name string, o posenc.Options) bool {
+	t.Helper()
+	enc, err := posenc.New(name, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	co, ok := enc.(posenc.CausalOnly)
+	return ok && co.CausalOnly()
+}
+
+// checkBidirectionalRefused: the bidirectional tiny LM with a causal-only
+// encoding is an error naming the encoding, at construction or forward.
+func checkBidirectionalRefused(t *testing.T, name string, o posenc.Options) {
+	t.Helper()
+	g := G.NewGraph()
+	lm, err := layers.NewLM(g, graph.NewParams(tensor.Float64, 1), tinyLM(name, o, false))
+	if err == nil {
+		_, err = lm.FwdAt(intNode(g, "ids", []int{2, 5}, make([]int, 10)), 3)
+	}
+	if err == nil || !strings.Contains(err.Error(), name) {
+		t.Fatalf("%s: bidirectional LM gave error %v, want one naming the encoding", name, err)
 	}
 }
 
@@ -255,7 +287,11 @@ func TestEveryEncoding(t *testing.T) {
 			if partsServe(t, name, posenc.PosLine) {
 				checkCausal(t, name, o)
 				checkLMGrad(t, name, o, true, 0)
-				checkLMGrad(t, name, o, false, 3)
+				if causalOnly(t, name, o) {
+					checkBidirectionalRefused(t, name, o)
+				} else {
+					checkLMGrad(t, name, o, false, 3)
+				}
 				checkAttentionShapes(t, name, o)
 			}
 			if partsServe(t, name, posenc.PosGrid) {

@@ -239,6 +239,34 @@ type Options struct {
 	// -- FIRE and dynamic position bias options (issue #15) --
 
 	// -- xPos, Llama 3 and YaRN options (issue #15) --
+
+	// XPosScaleBase is xPos's scale base γ (default 512, torchscale's
+	// scale_base): the scale of pair p at distance n is ζ_p^(n/γ).
+	XPosScaleBase float64 `opt:"xpos-scale-base"`
+	// Llama3LowFreqFactor and Llama3HighFreqFactor are rope-llama3's
+	// low_freq_factor and high_freq_factor (defaults 1 and 4, Llama 3.1's):
+	// pairs whose wavelength exceeds RopeTrainLen/Llama3LowFreqFactor are
+	// interpolated by RopeScale, pairs shorter than
+	// RopeTrainLen/Llama3HighFreqFactor keep their frequency. The high
+	// factor must exceed the low one.
+	Llama3LowFreqFactor  float64
+	Llama3HighFreqFactor float64
+	// YarnAttentionFactor is rope-yarn's attention factor multiplying cos
+	// and sin (HF rope_scaling attention_factor); 0 (the default) derives it
+	// from RopeScale s: 0.1·ln s + 1, or, with YarnMscale and
+	// YarnMscaleAllDim both set, (0.1·YarnMscale·ln s + 1)/(0.1·
+	// YarnMscaleAllDim·ln s + 1) (HF mscale, mscale_all_dim; each term 1 if
+	// s ≤ 1). Negative values are an error; set explicitly it takes
+	// precedence over the mscales, as in HF.
+	YarnAttentionFactor float64
+	// YarnMscale and YarnMscaleAllDim are HF's mscale and mscale_all_dim
+	// (default 0: unset); set both or neither.
+	YarnMscale       float64
+	YarnMscaleAllDim float64
+	// YarnNoTruncate turns off the rounding of YaRN's correction range
+	// (HF truncate=False): lo and hi are used unrounded. Default false:
+	// lo = floor, hi = ceil, as HF's default truncate=True.
+	YarnNoTruncate bool
 }
 
 // DefaultSinusoidalScale is the default SinusoidalScale of a model of width
@@ -309,6 +337,9 @@ func (o Options) Defaults() Options {
 	// -- FIRE and dynamic position bias defaults --
 
 	// -- xPos, Llama 3 and YaRN defaults --
+	deff(&o.XPosScaleBase, 512)
+	deff(&o.Llama3LowFreqFactor, 1)
+	deff(&o.Llama3HighFreqFactor, 4)
 	return o
 }
 

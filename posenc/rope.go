@@ -19,10 +19,11 @@ const (
 	RopeNTK     = "rope-ntk"
 	RopeDynamic = "rope-dynamic"
 	RopeYaRN    = "rope-yarn"
+	RopeLlama3  = "rope-llama3"
 )
 
 func init() {
-	for _, n := range []string{RopePlain, RopePI, RopeNTK, RopeDynamic, RopeYaRN} {
+	for _, n := range []string{RopePlain, RopePI, RopeNTK, RopeDynamic, RopeYaRN, RopeLlama3} {
 		info := Info{Name: n, Kind: KindRotary}
 		if n != RopePlain {
 			info.EvalOnly, info.Base = true, RopePlain
@@ -73,9 +74,21 @@ func init() {
 //	              clamped to [0, rot-1], c(β) = rot·ln(L/(2πβ))/(2 ln base)
 //	              (the pair index that turns β times over L tokens; hi += 0.001
 //	              if lo = hi); fast pairs (p ≤ lo) keep θ, slow pairs (p ≥ hi)
-//	              are interpolated. cos and sin, and so q and k, are multiplied
-//	              by the attention factor 0.1 ln s + 1 (1 if s ≤ 1), so the
-//	              scores grow by its square.
+//	              are interpolated. With YarnNoTruncate (HF truncate=False)
+//	              lo and hi are not rounded. cos and sin, and so q and k, are
+//	              multiplied by the attention factor (YarnAttentionFactor if
+//	              set, else m(1)/m(YarnMscaleAllDim) with m(μ) = 0.1·μ·ln s +
+//	              1 if YarnMscale and YarnMscaleAllDim are set, else
+//	              0.1 ln s + 1; m = 1 if s ≤ 1), so the scores grow by its
+//	              square.
+//	rope-llama3   Llama 3's frequency-dependent scaling (Meta 2024, "The
+//	              Llama 3 Herd of Models"; HF _compute_llama3_parameters)
+//	              with factor s, original length L and the wavelength
+//	              λ_p = 2π/θ_p: θ'_p = θ_p if λ_p < L/high, θ_p/s if
+//	              λ_p > L/low, else (1-σ)·θ_p/s + σ·θ_p with
+//	              σ = (L/λ_p - low)/(high - low); low and high are
+//	              Llama3LowFreqFactor and Llama3HighFreqFactor (1 and 4).
+//	              No attention factor. Llama 3.1 uses s = 8, L = 8192.
 //
 // The cos/sin tables are computed on the host in float64 once per (start,
 // length, rot, frequencies) and cached in the encoding; they enter graphs as
@@ -97,6 +110,13 @@ type Rope struct {
 	TrainLen int
 	// BetaFast and BetaSlow bound YaRN's ramp.
 	BetaFast, BetaSlow float64
+	// YaRN's attention factor options (Options.YarnAttentionFactor,
+	// YarnMscale, YarnMscaleAllDim; 0: unset) and NoTruncate
+	// (Options.YarnNoTruncate).
+	AttnFactor, Mscale, MscaleAllDim float64
+	NoTruncate                       bool
+	// LowFreqFactor and HighFreqFactor are rope-llama3's factors.
+	LowFreqFactor, HighFreqFactor float64
 
 	cache tableCache[ropeKey, *graph.RotaryTable]
 }
@@ -107,15 +127,15 @@ type ropeKey struct {
 }
 
 // NewRope returns the rotary encoding called name (RopePlain, RopePI,
-// RopeNTK, RopeDynamic or RopeYaRN) configured by o (defaults applied). It
+// RopeNTK, RopeDynamic, RopeYaRN or RopeLlama3) configured by o (defaults applied). It
 // returns an error naming the encoding for an unknown name or pairing or an
 // out-of-range option.
 func NewRope(name string, o Options) (*Rope, error) {
 	o = o.Defaults()
 	switch name {
-	case RopePlain, RopePI, RopeNTK, RopeDynamic, RopeYaRN:
+	case RopePlain, RopePI, RopeNTK, RopeDynamic, RopeYaRN, RopeLlama3:
 	default:
-		return nil, errors.Errorf("posenc: %q is not a rotary encoding (want rope, rope-pi, rope-ntk, rope-dynamic or rope-yarn)", name)
+		return nil, errors.Errorf("posenc: %q is not a rotary encoding (want rope, rope-pi, rope-ntk, rope-dynamic, rope-yarn or rope-llama3)", name)
 	}
 	pr, err := ParsePairing(o.RopePairing)
 	if err != nil {
@@ -132,9 +152,45 @@ func NewRope(name string, o Options) (*Rope, error) {
 		return nil, errors.Errorf("posenc %s: training length %d must be positive", name, o.RopeTrainLen)
 	case !(o.YarnBetaFast > 0 && o.YarnBetaSlow > 0):
 		return nil, errors.Errorf("posenc %s: YaRN betas fast %g and slow %g must be positive", name, o.YarnBetaFast, o.YarnBetaSlow)
+	case !(o.YarnAttentionFactor >= 0) || math.IsInf(o.YarnAttentionFactor, 0):
+		return nil, errors.Errorf("posenc %s: YaRN attention factor %g must be a finite number > 0 (0: derived from the scale)", name, o.YarnAttentionFactor)
+	case (o.YarnMscale == 0) != (o.YarnMscaleAllDim == 0):
+		return nil, errors.Errorf("posenc %s: YaRN mscale %g and mscale-all-dim %g must be set together", name, o.YarnMscale, o.YarnMscaleAllDim)
+	case !(o.Llama3LowFreqFactor > 0 && o.Llama3HighFreqFactor > o.Llama3LowFreqFactor) || math.IsInf(o.Llama3HighFreqFactor, 0):
+		return nil, errors.Errorf("posenc %s: Llama 3 frequency factors low %g and high %g must satisfy 0 < low < high < ∞", name, o.Llama3LowFreqFactor, o.Llama3HighFreqFactor)
 	}
-	return &Rope{name: name, Base: o.RopeBase, Pairing: pr, Fraction: o.RopeFraction, Scale: o.RopeScale,
-		TrainLen: o.RopeTrainLen, BetaFast: o.YarnBetaFast, BetaSlow: o.YarnBetaSlow}, nil
+	e := &Rope{name: name, Base: o.RopeBase, Pairing: pr, Fraction: o.RopeFraction, Scale: o.RopeScale,
+		TrainLen: o.RopeTrainLen, BetaFast: o.YarnBetaFast, BetaSlow: o.YarnBetaSlow,
+		AttnFactor: o.YarnAttentionFactor, Mscale: o.YarnMscale, MscaleAllDim: o.YarnMscaleAllDim, NoTruncate: o.YarnNoTruncate,
+		LowFreqFactor: o.Llama3LowFreqFactor, HighFreqFactor: o.Llama3HighFreqFactor}
+	if name == RopeYaRN {
+		if a := e.yarnAttention(); !(a > 0) || math.IsInf(a, 0) {
+			return nil, errors.Errorf("posenc %s: YaRN attention factor %g from mscale %g and mscale-all-dim %g at scale %g is not a finite number > 0", name, a, o.YarnMscale, o.YarnMscaleAllDim, o.RopeScale)
+		}
+	}
+	return e, nil
+}
+
+// yarnAttention is rope-yarn's attention factor (see the type's
+// documentation); HF _compute_yarn_parameters' get_mscale.
+func (e *Rope) yarnAttention() float64 {
+	s := e.Scale
+	if e.AttnFactor != 0 {
+		return e.AttnFactor
+	}
+	if e.Mscale != 0 && e.MscaleAllDim != 0 {
+		m := func(mu float64) float64 {
+			if s <= 1 {
+				return 1
+			}
+			return 0.1*mu*math.Log(s) + 1
+		}
+		return m(e.Mscale) / m(e.MscaleAllDim)
+	}
+	if s > 1 {
+		return 0.1*math.Log(s) + 1
+	}
+	return 1
 }
 
 // Name implements Encoding ("rope" for a Rope built without NewRope).
@@ -171,7 +227,7 @@ func (e *Rope) RotaryDims(dHead int) (int, error) {
 // largest position of the call is seqLen-1: the inverse frequencies θ'_p
 // [rot/2], the divisor of the positions (s for rope-pi, else 1) and the
 // attention factor multiplying cos and sin (0.1 ln s + 1 for rope-yarn with
-// s > 1, else 1); the angle of pair p at position pos is pos/div·θ'_p. See
+// s > 1 unless set by the YaRN options, else 1); the angle of pair p at position pos is pos/div·θ'_p. See
 // the type's documentation for the formulas. It is an error if rot is odd
 // or < 2, or if base scaling (rope-ntk, rope-dynamic) is needed with
 // rot = 2, where the exponent rot/(rot-2) is infinite.
@@ -209,27 +265,43 @@ func (e *Rope) Frequencies(rot, seqLen int) (theta []float64, posDiv, attn float
 	for p := range theta {
 		theta[p] = 1 / math.Pow(base, float64(2*p)/float64(rot))
 	}
-	if e.name == RopeYaRN {
-		lo, hi := yarnCorrectionRange(e.BetaFast, e.BetaSlow, rot, base, l)
+	switch e.name {
+	case RopeYaRN:
+		lo, hi := yarnCorrectionRange(e.BetaFast, e.BetaSlow, rot, base, l, !e.NoTruncate)
 		for p := range theta {
 			r := math.Min(math.Max((float64(p)-lo)/(hi-lo), 0), 1)
 			theta[p] = theta[p]/s*r + theta[p]*(1-r)
 		}
-		if s > 1 {
-			attn = 0.1*math.Log(s) + 1
+		attn = e.yarnAttention()
+	case RopeLlama3:
+		lowW, highW := l/e.LowFreqFactor, l/e.HighFreqFactor
+		for p, th := range theta {
+			switch w := 2 * math.Pi / th; {
+			case w < highW:
+			case w > lowW:
+				theta[p] = th / s
+			default:
+				sm := (l/w - e.LowFreqFactor) / (e.HighFreqFactor - e.LowFreqFactor)
+				theta[p] = (1-sm)*th/s + sm*th
+			}
 		}
 	}
 	return theta, posDiv, attn, nil
 }
 
-// yarnCorrectionRange is HF's find_correction_range with truncation: the
-// ramp's ends lo and hi in pair indices (hi nudged by 0.001 when equal).
-func yarnCorrectionRange(betaFast, betaSlow float64, rot int, base, l float64) (lo, hi float64) {
+// yarnCorrectionRange is HF's find_correction_range: the ramp's ends lo
+// and hi in pair indices, rounded out (floor, ceil) if truncate, clamped to
+// [0, rot-1] (hi nudged by 0.001 when equal).
+func yarnCorrectionRange(betaFast, betaSlow float64, rot int, base, l float64, truncate bool) (lo, hi float64) {
 	dim := func(rotations float64) float64 {
 		return float64(rot) * math.Log(l/(rotations*2*math.Pi)) / (2 * math.Log(base))
 	}
-	lo = math.Max(math.Floor(dim(betaFast)), 0)
-	hi = math.Min(math.Ceil(dim(betaSlow)), float64(rot-1))
+	lo, hi = dim(betaFast), dim(betaSlow)
+	if truncate {
+		lo, hi = math.Floor(lo), math.Ceil(hi)
+	}
+	lo = math.Max(lo, 0)
+	hi = math.Min(hi, float64(rot-1))
 	if lo == hi {
 		hi += 0.001
 	}
@@ -240,7 +312,7 @@ func yarnCorrectionRange(betaFast, betaSlow float64, rot int, base, l float64) (
 // and training length: 0 for pairs that keep their frequency, 1 for pairs
 // that are interpolated by s, linear in between.
 func (e *Rope) YarnRamp(rot int) []float64 {
-	lo, hi := yarnCorrectionRange(e.BetaFast, e.BetaSlow, rot, e.Base, float64(e.TrainLen))
+	lo, hi := yarnCorrectionRange(e.BetaFast, e.BetaSlow, rot, e.Base, float64(e.TrainLen), !e.NoTruncate)
 	r := make([]float64, rot/2)
 	for p := range r {
 		r[p] = math.Min(math.Max((float64(p)-lo)/(hi-lo), 0), 1)
