@@ -1,6 +1,7 @@
 package posenc_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand"
 	"strings"
@@ -25,7 +26,7 @@ func newRope(t *testing.T, name string, o posenc.Options) *posenc.Rope {
 
 // ropeRotate rotates the query rows qs [TQ][dh] and key rows ks [TK][dh] of
 // one head with enc's TransformQK at span (TQ, TK taken from the rows) and
-// returns the rotated rows.
+// returns the rotated rows. The site is causal (xpos refuses others).
 func ropeRotate(t *testing.T, enc posenc.Encoding, qs, ks [][]float64, qStart, kStart int) (qr, kr [][]float64) {
 	t.Helper()
 	dh := len(qs[0])
@@ -40,7 +41,7 @@ func ropeRotate(t *testing.T, enc posenc.Encoding, qs, ks [][]float64, qStart, k
 	}
 	q, k := node("q", qs), node("k", ks)
 	site := &posenc.Site{G: g, Params: graph.NewParams(tensor.Float64, 1), B: 1, H: 1, DHead: dh, DModel: dh,
-		Span: posenc.Span{QStart: qStart, TQ: len(qs), KStart: kStart, TK: len(ks)}}
+		Span: posenc.Span{QStart: qStart, TQ: len(qs), KStart: kStart, TK: len(ks)}, Causal: true}
 	q2, k2, err := enc.(posenc.QKTransformer).TransformQK(site, q, k)
 	if err != nil {
 		t.Fatal(err)
@@ -490,6 +491,14 @@ func TestRopeErrors(t *testing.T) {
 		{"rope-ntk", posenc.Options{RopeFraction: 1.5}, "fraction"},
 		{"rope-pi", posenc.Options{RopeScale: -2}, "scale"},
 		{"rope-yarn", posenc.Options{RopeBase: 0.5}, "base"},
+		{"rope-yarn", posenc.Options{YarnAttentionFactor: -1}, "attention factor -1"},
+		{"rope-yarn", posenc.Options{YarnMscale: 1}, "set together"},
+		{"rope-yarn", posenc.Options{YarnMscaleAllDim: 1}, "set together"},
+		{"rope-yarn", posenc.Options{RopeScale: 8, YarnMscale: 1, YarnMscaleAllDim: -5}, "not a finite number > 0"},
+		{"rope-llama3", posenc.Options{Llama3LowFreqFactor: 4, Llama3HighFreqFactor: 2}, "low 4 and high 2"},
+		{"rope-llama3", posenc.Options{Llama3LowFreqFactor: -1}, "low -1"},
+		{"xpos", posenc.Options{XPosScaleBase: -3}, "scale base -3"},
+		{"xpos", posenc.Options{RopePairing: "gptj"}, "pairing"},
 	} {
 		if _, err := posenc.New(c.name, c.o); err == nil || !strings.Contains(err.Error(), c.name) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s %+v: error %v", c.name, c.o, err)
@@ -553,11 +562,17 @@ func TestRopeFloat32(t *testing.T) {
 func TestRopeScaledGradCheck(t *testing.T) {
 	o := posenc.Options{RopeScale: 3, RopeTrainLen: 4, RopePairing: "interleaved", RopeFraction: 0.5, RopeBase: 50}
 	span := posenc.Span{QStart: 6, TQ: 3, KStart: 3, TK: 6}
-	for ci, name := range []string{"rope-pi", "rope-ntk", "rope-dynamic", "rope-yarn"} {
+	yo := o
+	yo.YarnMscale, yo.YarnMscaleAllDim, yo.YarnNoTruncate = 2, 0.5, true
+	for ci, name := range []string{"rope-pi", "rope-ntk", "rope-dynamic", "rope-yarn", "rope-llama3", "rope-yarn+options", "xpos"} {
 		rng := rand.New(rand.NewSource(int64(30 + ci)))
 		g := G.NewGraph()
 		p := graph.NewParams(tensor.Float64, 1)
-		enc, err := posenc.New(name, o)
+		eo := o
+		if name == "rope-yarn+options" {
+			name, eo = "rope-yarn", yo
+		}
+		enc, err := posenc.New(name, eo)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -594,4 +609,87 @@ func TestRopeRotaryDims(t *testing.T) {
 			t.Errorf("dh %d, fraction %g: rot %d (%v), want %d", c.dh, c.frac, got, err, c.want)
 		}
 	}
+}
+
+// TestRopeLlama3Frequencies: rot 8, base 10000 (θ = 1, 0.1, 0.01, 0.001,
+// wavelengths 2π/θ = 6.28, 62.8, 628, 6283), L 64, s 4, factors 1 and 4
+// (wavelength bounds 64/4 = 16 and 64/1 = 64): pair 0 is high frequency
+// and keeps θ, pair 1 is medium (σ = (64/62.83 - 1)/3), pairs 2 and 3 are
+// divided by 4 (HF _compute_llama3_parameters). With factor 1 nothing moves.
+func TestRopeLlama3Frequencies(t *testing.T) {
+	for _, c := range []struct {
+		o    posenc.Options
+		want []float64
+	}{
+		{posenc.Options{RopeScale: 4, RopeTrainLen: 64}, func() []float64 {
+			sm := (64/(2*math.Pi/0.1) - 1) / 3
+			return []float64{1, (1-sm)*0.1/4 + sm*0.1, 0.01 / 4, 0.001 / 4}
+		}()},
+		// low 0.1, high 8: bounds 640 and 8; pairs 1 and 2 are medium
+		{posenc.Options{RopeScale: 2, RopeTrainLen: 64, Llama3LowFreqFactor: 0.1, Llama3HighFreqFactor: 8}, func() []float64 {
+			sm := func(th float64) float64 { return (64/(2*math.Pi/th) - 0.1) / 7.9 }
+			med := func(th float64) float64 { return (1-sm(th))*th/2 + sm(th)*th }
+			return []float64{1, med(0.1), med(0.01), 0.001 / 2}
+		}()},
+		{posenc.Options{RopeScale: 1, RopeTrainLen: 64}, []float64{1, 0.1, 0.01, 0.001}},
+	} {
+		enc := newRope(t, "rope-llama3", c.o)
+		th, div, attn, err := enc.Frequencies(8, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkFloats(t, fmt.Sprintf("llama3 θ %+v", c.o), th, c.want, 1e-15)
+		if div != 1 || attn != 1 {
+			t.Fatalf("llama3: divisor %v, factor %v, want 1 and 1", div, attn)
+		}
+	}
+}
+
+// TestRopeYarnOptions: the attention factor set, derived from the mscales,
+// and the untruncated correction range; the defaults keep the old bits.
+func TestRopeYarnOptions(t *testing.T) {
+	base := posenc.Options{RopeScale: 4, RopeTrainLen: 2048}
+	m := func(mu float64) float64 { return 0.1*mu*math.Log(4) + 1 }
+	for _, c := range []struct {
+		label string
+		set   func(o *posenc.Options)
+		attn  float64
+	}{
+		{"default", func(o *posenc.Options) {}, 0.1*math.Log(4) + 1},
+		{"attention factor", func(o *posenc.Options) { o.YarnAttentionFactor = 1.7 }, 1.7},
+		{"mscales", func(o *posenc.Options) { o.YarnMscale, o.YarnMscaleAllDim = 0.707, 0.5 }, m(0.707) / m(0.5)},
+		{"equal mscales", func(o *posenc.Options) { o.YarnMscale, o.YarnMscaleAllDim = 0.707, 0.707 }, 1},
+		{"factor wins", func(o *posenc.Options) { o.YarnAttentionFactor, o.YarnMscale, o.YarnMscaleAllDim = 0.9, 1, 2 }, 0.9},
+	} {
+		o := base
+		c.set(&o)
+		_, _, attn, err := newRope(t, "rope-yarn", o).Frequencies(16, 10)
+		if err != nil || attn != c.attn {
+			t.Errorf("%s: attention factor %v (%v), want %v", c.label, attn, err, c.attn)
+		}
+	}
+	// mscales at s <= 1: each m is 1
+	o := posenc.Options{RopeScale: 1, YarnMscale: 3, YarnMscaleAllDim: 1}
+	if _, _, attn, _ := newRope(t, "rope-yarn", o).Frequencies(16, 10); attn != 1 {
+		t.Errorf("mscales at s = 1: factor %v, want 1", attn)
+	}
+	// untruncated: c(32) = 2.0159, c(1) = 5.0257 (TestRopeYarnFrequencies)
+	o = base
+	o.YarnNoTruncate = true
+	dim := func(beta float64) float64 { return 16 * math.Log(2048/(beta*2*math.Pi)) / (2 * math.Log(10000)) }
+	lo, hi := dim(32), dim(1)
+	want := make([]float64, 8)
+	for p := range want {
+		want[p] = math.Min(math.Max((float64(p)-lo)/(hi-lo), 0), 1)
+	}
+	enc := newRope(t, "rope-yarn", o)
+	checkFloats(t, "untruncated ramp", enc.YarnRamp(16), want, 1e-15)
+	th, _, _, err := enc.Frequencies(16, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range want {
+		want[p] = math.Pow(10000, -float64(2*p)/16) * (1 - want[p] + want[p]/4)
+	}
+	checkFloats(t, "untruncated θ", th, want, 1e-15)
 }
