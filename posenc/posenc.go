@@ -257,7 +257,9 @@ type Options struct {
 	// YarnMscaleAllDim both set, (0.1·YarnMscale·ln s + 1)/(0.1·
 	// YarnMscaleAllDim·ln s + 1) (HF mscale, mscale_all_dim; each term 1 if
 	// s ≤ 1). Negative values are an error; set explicitly it takes
-	// precedence over the mscales, as in HF.
+	// precedence over the mscales, as in HF. These three options are 0
+	// when unset (HF's None) and Resolve leaves them 0: the derived factor
+	// depends on RopeScale, which an evaluation sets after resolving.
 	YarnAttentionFactor float64
 	// YarnMscale and YarnMscaleAllDim are HF's mscale and mscale_all_dim
 	// (default 0: unset); set both or neither.
