@@ -99,7 +99,8 @@ func TestConcurrentGraphBuilds(t *testing.T) {
 					defer wg.Done()
 					for r := 0; r < rounds; r++ {
 						span := posenc.Span{QStart: r + w%2, TQ: 3 + w, KStart: r + w%2, TK: 3 + w}
-						if err := buildWith(enc, span, w%2 == 0); err != nil {
+						co, _ := enc.(posenc.CausalOnly)
+						if err := buildWith(enc, span, w%2 == 0 || co != nil && co.CausalOnly()); err != nil {
 							errs <- fmt.Errorf("worker %d round %d: %w", w, r, err)
 						}
 					}

@@ -529,16 +529,27 @@ func TestRopeErrors(t *testing.T) {
 	}
 }
 
-// TestRopeFloat32 runs a float32 rotation against the float64 one.
+// TestRopeFloat32 runs a float32 rotation against the float64 one (rope-yarn,
+// rope-llama3 and xpos, with their scalings active).
 func TestRopeFloat32(t *testing.T) {
-	enc := newRope(t, "rope-yarn", posenc.Options{RopeScale: 2, RopeTrainLen: 4})
+	for _, name := range []string{"rope-yarn", "rope-llama3", "xpos"} {
+		enc, err := posenc.New(name, posenc.Options{RopeScale: 2, RopeTrainLen: 4, XPosScaleBase: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkFloat32(t, name, enc.(posenc.QKTransformer))
+	}
+}
+
+func checkFloat32(t *testing.T, name string, enc posenc.QKTransformer) {
+	t.Helper()
 	rng := rand.New(rand.NewSource(1))
 	data := randVec(rng, 2*3*4)
 	out := map[tensor.Dtype][]float64{}
 	for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
 		g := G.NewGraph()
 		x := G.NewTensor(g, dt, 4, G.WithShape(1, 2, 3, 4), G.WithName("x"), G.WithValue(graph.FromFloat64s(dt, tensor.Shape{1, 2, 3, 4}, data)))
-		site := &posenc.Site{G: g, Params: graph.NewParams(dt, 1), B: 1, H: 2, DHead: 4, DModel: 8, Span: posenc.Span{QStart: 5, TQ: 3, KStart: 5, TK: 3}}
+		site := &posenc.Site{G: g, Params: graph.NewParams(dt, 1), B: 1, H: 2, DHead: 4, DModel: 8, Span: posenc.Span{QStart: 5, TQ: 3, KStart: 5, TK: 3}, Causal: true}
 		q2, _, err := enc.TransformQK(site, x, x)
 		if err != nil {
 			t.Fatal(err)
@@ -553,7 +564,7 @@ func TestRopeFloat32(t *testing.T) {
 		}
 		out[dt] = graph.ToFloat64s(q2.Value())
 	}
-	checkFloats(t, "float32 vs float64", out[tensor.Float32], out[tensor.Float64], 1e-5)
+	checkFloats(t, name+" float32 vs float64", out[tensor.Float32], out[tensor.Float64], 1e-5)
 }
 
 // TestRopeScaledGradCheck gradient-checks an attention layer with each
