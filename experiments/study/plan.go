@@ -28,7 +28,7 @@ var Protocols = []string{ProtocolAll, ProtocolLast}
 // RopeScalings are the evaluation-time scalings of RoPE (see posenc.Rope)
 // evaluated on the trained "rope" model at Le > L with RopeScale = Le/L and
 // RopeTrainLen = L: position interpolation, NTK-aware, dynamic NTK and YaRN.
-var RopeScalings = []string{posenc.RopePI, posenc.RopeNTK, posenc.RopeDynamic, posenc.RopeYaRN}
+var RopeScalings = []string{posenc.RopePI, posenc.RopeNTK, posenc.RopeDynamic, posenc.RopeYaRN, posenc.RopeLlama3}
 
 // TrainableEncodings lists every encoding of posenc that is trained (the RoPE
 // scalings are evaluation-time variants of "rope"), in the order of the

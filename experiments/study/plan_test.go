@@ -111,7 +111,7 @@ func TestEvalJobs(t *testing.T) {
 		t.Errorf("model jobs %v", keys)
 	}
 	js := p.EvalJobs(ms[1])
-	if len(js) != 5 || js[0].Encoding != "rope" || !slices.Equal(js[0].Factors, []int{1, 2, 4}) {
+	if len(js) != 1+len(RopeScalings) || js[0].Encoding != "rope" || !slices.Equal(js[0].Factors, []int{1, 2, 4}) {
 		t.Fatalf("rope eval jobs %+v", js)
 	}
 	for _, j := range js[1:] {
@@ -126,7 +126,7 @@ func TestEvalJobs(t *testing.T) {
 	if cfg := p.EvalModel(js[0], 32); cfg.Model.Pos != "rope" || cfg.Model.PosOpts.RopeScale != 0 {
 		t.Errorf("plain rope at 32: %+v", cfg.Model)
 	}
-	if n := p.EvalNames(); !slices.Equal(n, []string{"learned", "rope", "rope-pi", "rope-ntk", "rope-dynamic", "rope-yarn"}) {
+	if n := p.EvalNames(); !slices.Equal(n, append([]string{"learned", "rope"}, RopeScalings...)) {
 		t.Errorf("eval names %v", n)
 	}
 	// Without rope the scalings are ignored.
@@ -235,7 +235,7 @@ func TestVariantJobs(t *testing.T) {
 		}
 	}
 	names := p.EvalNames()
-	if !slices.Contains(names, "sinusoidal@sinusoidal-scale=1") || !slices.Contains(names, "rope-yarn") || len(names) != 9 {
+	if !slices.Contains(names, "sinusoidal@sinusoidal-scale=1") || !slices.Contains(names, "rope-yarn") || len(names) != 5+len(RopeScalings) {
 		t.Errorf("eval names %v", names)
 	}
 	for _, c := range []struct {

@@ -105,8 +105,11 @@ var posOptionsRead = func() map[string][]string {
 		"rope-pi":      with("rope-scale"),
 		"rope-ntk":     with("rope-scale"),
 		"rope-dynamic": with("rope-scale", "rope-train-len"),
-		"rope-yarn":    with("rope-scale", "rope-train-len", "yarn-beta-fast", "yarn-beta-slow"),
-		"alibi":        {},
+		"rope-yarn": with("rope-scale", "rope-train-len", "yarn-beta-fast", "yarn-beta-slow",
+			"yarn-attention-factor", "yarn-mscale", "yarn-mscale-all-dim", "yarn-no-truncate"),
+		"rope-llama3": with("rope-scale", "rope-train-len", "llama3-low-freq-factor", "llama3-high-freq-factor"),
+		"xpos":        with("xpos-scale-base"),
+		"alibi":       {},
 	}
 }()
 

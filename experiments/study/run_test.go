@@ -62,12 +62,13 @@ func TestRunAndRerender(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.Trained != 3 || o.Evaluated != 3+4 || o.Pending != 0 {
-		t.Fatalf("trained %d, evaluated %d, pending %d; want 3, 7, 0", o.Trained, o.Evaluated, o.Pending)
+	ns := len(RopeScalings)
+	if o.Trained != 3 || o.Evaluated != 3+ns || o.Pending != 0 {
+		t.Fatalf("trained %d, evaluated %d, pending %d; want 3, %d, 0", o.Trained, o.Evaluated, o.Pending, 3+ns)
 	}
-	// Rows: none, learned, rope at 3 lengths x 2 protocols; 4 scalings at 2 lengths x 2.
-	if len(o.Rows) != 3*3*2+4*2*2 {
-		t.Fatalf("%d rows, want %d", len(o.Rows), 3*3*2+4*2*2)
+	// Rows: none, learned, rope at 3 lengths x 2 protocols; the scalings at 2 lengths x 2.
+	if len(o.Rows) != 3*3*2+ns*2*2 {
+		t.Fatalf("%d rows, want %d", len(o.Rows), 3*3*2+ns*2*2)
 	}
 	var order []string
 	for _, r := range o.Rows {
@@ -101,7 +102,7 @@ func TestRunAndRerender(t *testing.T) {
 			t.Errorf("scaling row %+v", r)
 		}
 	}
-	if want := []string{"none", "learned", "rope", "rope-pi", "rope-ntk", "rope-dynamic", "rope-yarn"}; !slices.Equal(order, want) {
+	if want := append([]string{"none", "learned", "rope"}, RopeScalings...); !slices.Equal(order, want) {
 		t.Errorf("row order %v, want %v", order, want)
 	}
 	for _, f := range []string{FileCSV, FileJSON, FileTable, PlotFile(ProtocolAll), PlotFile(ProtocolLast)} {
@@ -125,7 +126,7 @@ func TestRunAndRerender(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o2.Trained != 0 || o2.Evaluated != 0 || len(c2.starts) != 0 || len(c2.evals) != 0 || o2.SkippedEvals != 7 {
+	if o2.Trained != 0 || o2.Evaluated != 0 || len(c2.starts) != 0 || len(c2.evals) != 0 || o2.SkippedEvals != 3+ns {
 		t.Errorf("rerun trained %d, evaluated %d (hooks %v %v), skipped %d evaluations", o2.Trained, o2.Evaluated, c2.starts, c2.evals, o2.SkippedEvals)
 	}
 	if !mapsEqual(scores(o.Rows), scores(o2.Rows)) {
@@ -350,7 +351,7 @@ func TestEveryTrainableEncoding(t *testing.T) {
 			t.Errorf("%s at %d %s: %s %s", r.Encoding, r.EvalLen, r.Protocol, r.Status, r.Note)
 		}
 	}
-	if len(o.Rows) != len(TrainableEncodings)*3*2+4*2*2 {
+	if len(o.Rows) != len(TrainableEncodings)*3*2+len(RopeScalings)*2*2 {
 		t.Errorf("%d rows", len(o.Rows))
 	}
 }
