@@ -235,6 +235,10 @@ type Options struct {
 	TreeMaxUp, TreeMaxDown int
 
 	// -- KERPLE and Sandwich options (issue #15) --
+	// KerpleEps is the lower bound of kerple-log's and kerple-power's
+	// parameters r1, r2 (default 0.01, the clamp of Chi et al.'s code; in
+	// (0, 1)).
+	KerpleEps float64
 
 	// -- FIRE and dynamic position bias options (issue #15) --
 
@@ -305,6 +309,7 @@ func (o Options) Defaults() Options {
 	def(&o.TreeMaxUp, DefaultTreeMaxUp)
 	def(&o.TreeMaxDown, DefaultTreeMaxDown)
 	// -- KERPLE and Sandwich defaults --
+	deff(&o.KerpleEps, 0.01)
 
 	// -- FIRE and dynamic position bias defaults --
 
