@@ -89,3 +89,41 @@ func TestGoldenKerple(t *testing.T) {
 		})
 	}
 }
+
+// TestGoldenSandwich matches sandwich with the PyTorch reference of
+// testdata/golden/gen_golden_kerple.py (the paper's inner products of
+// sinusoidal embeddings over the per-head ratios): the bias [H, Tq, Tk] of
+// self, cross and memory spans, float64, to 1e-5.
+func TestGoldenSandwich(t *testing.T) {
+	for _, name := range []string{"self", "cross", "memory"} {
+		t.Run(name, func(t *testing.T) {
+			gc := readGoldenCase(t, "kerple-sandwich-"+name)
+			atoi := func(k string) int {
+				v, err := strconv.Atoi(gc.meta[k])
+				if err != nil {
+					t.Fatalf("metadata %s: %v", k, err)
+				}
+				return v
+			}
+			h := atoi("heads")
+			enc, err := posenc.New(gc.meta["pos"], posenc.Options{SandwichDim: atoi("sandwich_dim")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tq, tk := len(gc.ints["q_pos"]), len(gc.ints["k_pos"])
+			for _, causal := range []bool{true, false} {
+				g := G.NewGraph()
+				s := &posenc.Site{G: g, Params: graph.NewParams(tensor.Float64, 1), B: 2, H: h, DHead: 4, DModel: 4 * h,
+					Span: posenc.Span{QStart: atoi("q_start"), TQ: tq, KStart: atoi("k_start"), TK: tk}, Causal: causal}
+				bias, err := enc.(posenc.ScoreBiaser).ScoreBias(s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := []int{h, tq, tk}; !slices.Equal(bias.Shape(), want) {
+					t.Fatalf("bias shape %v, want %v", bias.Shape(), want)
+				}
+				closeTo(t, "bias", graph.ToFloat64s(bias.Value()), gc.floats["bias"], 1e-5)
+			}
+		})
+	}
+}

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Golden vectors for KERPLE's score biases of package posenc: kerple-log, kerple-power.
+"""Golden vectors for KERPLE's and Sandwich's score biases of package posenc: kerple-log, kerple-power, sandwich.
 
 Run with Debian's python (torch 1.13), from the repository root:
 
@@ -7,7 +7,8 @@ Run with Debian's python (torch 1.13), from the repository root:
     /usr/bin/python3 testdata/golden/gen_golden_kerple.py --check-only
 
 gen_golden.py calls ``generate(out_dir)``, which runs the self-check and writes one
-``kerple-<case>.safetensors`` per case (float64, fixed seeds, same bytes every run).
+``kerple-<case>.safetensors`` per case (float64, fixed seeds, same bytes every run); the
+Sandwich cases are ``kerple-sandwich-<case>.safetensors``.
 
 Each file holds the hook's computation for one attention call on line positions:
 
@@ -35,6 +36,17 @@ every pair (the upper triangle is masked in causal attention) and clamps in the 
 the two on a causal square span with parameters in range (where they agree, gradients
 included). The cases have parameters in range but for ``power-clamped``, which pins the
 clamp convention: its out-of-range parameters get gradient 0.
+
+Sandwich (Chi et al. 2023, "Dissecting Transformer Length Extrapolation via the Lens of
+Receptive Field Analysis", appendix construction): the inner product of the sinusoidal
+embeddings of the query's and the key's positions, divided per head by 8(h+1)/H::
+
+    p(t) = cat(sin(t * w), cos(t * w)),  w_k = 10000 ** (-2k / d_bar),  k = 0 .. d_bar/2 - 1
+    bias[h, i, j] = p(q_pos[i]) . p(k_pos[j]) / (8 (h+1) / H)
+
+A Sandwich file has ``q_pos``, ``k_pos`` and ``bias`` (no parameters, so no gradients) and the
+metadata ``pos`` = sandwich, ``heads``, ``q_start``, ``k_start``, ``sandwich_dim``. The
+self-check compares the inner products with the sum of cosines of the distance.
 """
 
 import os
@@ -81,7 +93,26 @@ def paper_forward(kernel, bias_p, bias_a, seq_len, eps=EPS):
     return -(diff.pow(bias_p)) * bias_a
 
 
+def sandwich_bias(heads, d_bar, q_pos, k_pos):
+    """The paper's construction: inner products of sinusoidal embeddings over the ratios."""
+    w = 10000 ** (-2 * torch.arange(d_bar // 2, dtype=torch.float64) / d_bar)
+
+    def emb(pos):
+        a = pos.to(torch.float64)[:, None] * w[None, :]
+        return torch.cat([a.sin(), a.cos()], dim=-1)
+
+    s = emb(q_pos) @ emb(k_pos).T  # [Tq, Tk]
+    ratio = torch.arange(1, heads + 1, dtype=torch.float64) * 8 / heads
+    return s[None] / ratio[:, None, None]
+
+
 def self_check():
+    q, k = torch.arange(4, 9), torch.arange(0, 11)
+    w = 10000 ** (-2 * torch.arange(64, dtype=torch.float64) / 128)
+    cos_sum = torch.cos((k[None, :] - q[:, None]).to(torch.float64)[..., None] * w).sum(-1)
+    ours = sandwich_bias(3, 128, q, k)
+    for h in range(3):
+        assert torch.allclose(ours[h], cos_sum / (8 * (h + 1) / 3), atol=1e-11, rtol=0), h
     g = torch.Generator().manual_seed(7)
     for kernel in ("log", "power"):
         h, t = 3, 7
@@ -104,7 +135,8 @@ def self_check():
         g1, g2 = (bias_p.grad, bias_a.grad) if kernel == "log" else (bias_a.grad, bias_p.grad)
         assert torch.allclose(r1.grad, g1.view(-1), atol=1e-12), kernel
         assert torch.allclose(r2.grad, g2.view(-1), atol=1e-12), kernel
-    print("kerple self-check: the encoding's bias and gradients are the paper's on a causal span")
+    print("kerple self-check: the encoding's bias and gradients are the paper's on a causal span;"
+          " sandwich's inner products are its sums of cosines")
 
 
 # ---------------------------------------------------------------------------------------
@@ -148,6 +180,23 @@ def build_case(name, c, seed):
     return tensors, meta
 
 
+def sandwich_specs():
+    # name -> (heads, d_bar, q_start, tq, k_start, tk)
+    return [
+        ("self", (4, 128, 0, 7, 0, 7)),
+        ("cross", (3, 16, 5, 3, 0, 9)),
+        ("memory", (6, 32, 40, 4, 30, 14)),
+    ]
+
+
+def build_sandwich_case(c):
+    heads, d_bar, qs, tq, ks, tk = c
+    q_pos, k_pos = torch.arange(qs, qs + tq), torch.arange(ks, ks + tk)
+    tensors = {"q_pos": q_pos, "k_pos": k_pos, "bias": sandwich_bias(heads, d_bar, q_pos, k_pos)}
+    meta = {"pos": "sandwich", "heads": heads, "q_start": qs, "k_start": ks, "sandwich_dim": d_bar}
+    return tensors, meta
+
+
 def generate(out_dir):
     """Self-check, then write every case; returns a list of (path, size)."""
     self_check()
@@ -155,6 +204,10 @@ def generate(out_dir):
     for n, (name, c) in enumerate(case_specs()):
         tensors, meta = build_case(name, c, 300 + n)
         path = os.path.join(out_dir, f"kerple-{name}.safetensors")
+        out.append(write_case(path, tensors, meta))
+    for name, c in sandwich_specs():
+        tensors, meta = build_sandwich_case(c)
+        path = os.path.join(out_dir, f"kerple-sandwich-{name}.safetensors")
         out.append(write_case(path, tensors, meta))
     return out
 
