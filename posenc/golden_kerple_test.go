@@ -22,13 +22,7 @@ func TestGoldenKerple(t *testing.T) {
 	for _, name := range []string{"log-self", "log-cross", "power-self", "power-memory", "power-clamped"} {
 		t.Run(name, func(t *testing.T) {
 			gc := readGoldenCase(t, "kerple-"+name)
-			atoi := func(k string) int {
-				v, err := strconv.Atoi(gc.meta[k])
-				if err != nil {
-					t.Fatalf("metadata %s: %v", k, err)
-				}
-				return v
-			}
+			atoi := func(k string) int { return metaInt(t, gc, k) }
 			eps, err := strconv.ParseFloat(gc.meta["eps"], 64)
 			if err != nil {
 				t.Fatal(err)
@@ -98,13 +92,7 @@ func TestGoldenSandwich(t *testing.T) {
 	for _, name := range []string{"self", "cross", "memory"} {
 		t.Run(name, func(t *testing.T) {
 			gc := readGoldenCase(t, "kerple-sandwich-"+name)
-			atoi := func(k string) int {
-				v, err := strconv.Atoi(gc.meta[k])
-				if err != nil {
-					t.Fatalf("metadata %s: %v", k, err)
-				}
-				return v
-			}
+			atoi := func(k string) int { return metaInt(t, gc, k) }
 			h := atoi("heads")
 			enc, err := posenc.New(gc.meta["pos"], posenc.Options{SandwichDim: atoi("sandwich_dim")})
 			if err != nil {
@@ -126,4 +114,14 @@ func TestGoldenSandwich(t *testing.T) {
 			}
 		})
 	}
+}
+
+// metaInt is the integer metadata key of a golden case.
+func metaInt(t *testing.T, gc goldenCase, key string) int {
+	t.Helper()
+	v, err := strconv.Atoi(gc.meta[key])
+	if err != nil {
+		t.Fatalf("metadata %s: %v", key, err)
+	}
+	return v
 }
