@@ -226,3 +226,27 @@ func TestKerpleErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestKerpleFloat32: a float32 graph (the training dtype) gives the host
+// bias to float32 precision, both kernels.
+func TestKerpleFloat32(t *testing.T) {
+	for _, name := range []string{"kerple-log", "kerple-power"} {
+		enc, _ := posenc.New(name, posenc.Options{})
+		ke := enc.(*posenc.Kerple)
+		span := posenc.Span{QStart: 3, TQ: 4, KStart: 0, TK: 7}
+		s := &posenc.Site{G: G.NewGraph(), Params: graph.NewParams(tensor.Float32, 1), B: 1, H: 2, DHead: 4, DModel: 8, Span: span, Causal: true}
+		bias, err := ke.ScoreBias(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := G.NewTapeMachine(s.G)
+		if err := m.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		n1, n2 := ke.ParamNames()
+		want := posenc.KerpleBias(ke.Kernel, s.Params.Float64s(n1), s.Params.Float64s(n2), ke.Eps,
+			positionsFrom(span.QStart, span.TQ), positionsFrom(span.KStart, span.TK))
+		closeTo(t, name+" float32 bias", graph.ToFloat64s(bias.Value()), want, 1e-6)
+		m.Close()
+	}
+}
