@@ -235,6 +235,14 @@ type Options struct {
 	TreeMaxUp, TreeMaxDown int
 
 	// -- KERPLE and Sandwich options (issue #15) --
+	// KerpleEps is the lower bound of kerple-log's and kerple-power's
+	// parameters r1, r2 (default 0.01, the clamp of Chi et al.'s code; in
+	// (0, 1)).
+	KerpleEps float64
+	// SandwichDim is sandwich's d̄, the width of the sinusoidal embeddings
+	// whose inner product is the bias (default 128, Chi et al. 2023's
+	// value; even and positive).
+	SandwichDim int
 
 	// -- FIRE and dynamic position bias options (issue #15) --
 
@@ -335,6 +343,8 @@ func (o Options) Defaults() Options {
 	def(&o.TreeMaxUp, DefaultTreeMaxUp)
 	def(&o.TreeMaxDown, DefaultTreeMaxDown)
 	// -- KERPLE and Sandwich defaults --
+	deff(&o.KerpleEps, 0.01)
+	def(&o.SandwichDim, 128)
 
 	// -- FIRE and dynamic position bias defaults --
 
