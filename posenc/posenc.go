@@ -260,7 +260,6 @@ type Options struct {
 	// false, as x-transformers).
 	DPBNorm bool `opt:"dpb-norm"`
 
-
 	// -- xPos, Llama 3 and YaRN options (issue #15) --
 }
 
