@@ -96,8 +96,8 @@ func TestFIREBias(t *testing.T) {
 	}{
 		{posenc.Span{TQ: 6, TK: 6}, true, 0.3, 1, 2.5},
 		{posenc.Span{TQ: 6, TK: 6}, false, -0.2, 0.7, 3},
-		{posenc.Span{QStart: 8, TQ: 3, KStart: 2, TK: 9}, true, 0.1, 1, 0},           // default L = 512
-		{posenc.Span{QStart: 1, TQ: 4, KStart: 3, TK: 5}, false, 0.5, -1.3, 2},       // |l_mult|
+		{posenc.Span{QStart: 8, TQ: 3, KStart: 2, TK: 9}, true, 0.1, 1, 0},          // default L = 512
+		{posenc.Span{QStart: 1, TQ: 4, KStart: 3, TK: 5}, false, 0.5, -1.3, 2},      // |l_mult|
 		{posenc.Span{QStart: 100, TQ: 2, KStart: 0, TK: 120}, true, 0.05, 0.2, 512}, // L = 102.4 between the queries
 	}
 	relu := func(x float64) float64 { return max(x, 0) }
