@@ -21,27 +21,11 @@ func TestGoldenFire(t *testing.T) {
 	for _, name := range []string{"fire", "fire-cross", "fire-default", "dpb", "dpb-log-norm", "dpb-deep-cross"} {
 		t.Run(name, func(t *testing.T) {
 			gc := readGoldenCase(t, "fire-"+name)
-			atoi := func(k string) int {
-				v, err := strconv.Atoi(gc.meta[k])
-				if err != nil && gc.meta[k] != "" {
-					t.Fatalf("metadata %s: %v", k, err)
-				}
-				return v
-			}
+			atoi := func(k string) int { return metaValue(t, gc, k, strconv.Atoi) }
 			atof := func(k string) float64 {
-				v, err := strconv.ParseFloat(gc.meta[k], 64)
-				if err != nil && gc.meta[k] != "" {
-					t.Fatalf("metadata %s: %v", k, err)
-				}
-				return v
+				return metaValue(t, gc, k, func(v string) (float64, error) { return strconv.ParseFloat(v, 64) })
 			}
-			atob := func(k string) bool {
-				v, err := strconv.ParseBool(gc.meta[k])
-				if err != nil && gc.meta[k] != "" {
-					t.Fatalf("metadata %s: %v", k, err)
-				}
-				return v
-			}
+			atob := func(k string) bool { return metaValue(t, gc, k, strconv.ParseBool) }
 			h := atoi("heads")
 			o := posenc.Options{FireWidth: atoi("fire_width"), FireInitC: atof("fire_init_c"), FireInitL: atof("fire_init_l"),
 				DPBWidth: atoi("dpb_width"), DPBDepth: atoi("dpb_depth"), DPBLogDistance: atob("dpb_log_distance"), DPBNorm: atob("dpb_norm")}
@@ -100,4 +84,20 @@ func TestGoldenFire(t *testing.T) {
 			}
 		})
 	}
+}
+
+// metaValue parses the metadata value of key with parse; a missing key is
+// the zero value (the encoding's default).
+func metaValue[T any](t *testing.T, gc goldenCase, key string, parse func(string) (T, error)) T {
+	t.Helper()
+	var zero T
+	v, ok := gc.meta[key]
+	if !ok {
+		return zero
+	}
+	x, err := parse(v)
+	if err != nil {
+		t.Fatalf("metadata %s: %v", key, err)
+	}
+	return x
 }
