@@ -54,14 +54,17 @@ const FireEps = 1e-6
 // "fire_b1" [H], initialised as PyTorch's nn.Linear. None is
 // weight-decayed.
 //
-// The bias node of a (graph, parameter store, span, H) is built once and
-// returned to every layer. One FIRE value may build graphs from several
+// FIRE is a TableBiaser (the table is the MLP's output on the span's
+// pairs). The bias node of a (graph, parameter store, span, H) is built
+// once and returned to every layer; the pairs of a span are computed once
+// on the host. One FIRE value may build graphs from several
 // goroutines at once.
 type FIRE struct {
 	Width        int
 	InitC, InitL float64
 
-	nodes graphNodes[relNodeKey]
+	nodes, tables graphNodes[relNodeKey]
+	plans         tableCache[Span, firePlan]
 }
 
 // NewFIRE returns FIRE with an MLP of hidden width width, c initialised to
@@ -117,24 +120,78 @@ func firePairs(s Span) (dist, qpos []float64, rows []int) {
 	return dist, qpos, rows
 }
 
+// firePlan is the host side of a span: the distinct (distance, query
+// position) pairs and the row of every (i, j) pair (see firePairs).
+type firePlan struct {
+	dist, qpos []float64
+	rows       []int
+}
+
+func (e *FIRE) plan(s Span) firePlan {
+	p, _ := e.plans.get(s, func() (firePlan, error) {
+		d, q, r := firePairs(s)
+		return firePlan{d, q, r}, nil
+	})
+	return p
+}
+
+// checkSite returns an error unless the site has heads and a non-empty
+// span and the settings are valid.
+func (e *FIRE) checkSite(s *Site) error {
+	if s.H <= 0 || s.TQ <= 0 || s.TK <= 0 {
+		return errors.Errorf("posenc fire: H = %d, TQ = %d and TK = %d must be positive", s.H, s.TQ, s.TK)
+	}
+	return fireCheck(e.Width, e.InitC, e.InitL)
+}
+
 // ScoreBias implements ScoreBiaser: bias [H, TQ, TK] as the type's
 // formula. It returns an error if the site has no heads or an empty span,
 // or the settings are invalid.
 func (e *FIRE) ScoreBias(s *Site) (*G.Node, error) {
-	if s.H <= 0 || s.TQ <= 0 || s.TK <= 0 {
-		return nil, errors.Errorf("posenc fire: H = %d, TQ = %d and TK = %d must be positive", s.H, s.TQ, s.TK)
-	}
-	if err := fireCheck(e.Width, e.InitC, e.InitL); err != nil {
+	if err := e.checkSite(s); err != nil {
 		return nil, err
 	}
 	return e.nodes.get(s.G, relNodeKey{s.Span, s.H, s.Params}, func() (*G.Node, error) {
-		bias, err := e.build(s)
+		table, err := e.BiasTable(s)
+		if err != nil {
+			return nil, err
+		}
+		bias, err := headTableBias(table, headTableIndex(e.plan(s.Span).rows, s.H, s.TQ, s.TK), s.H, s.TQ, s.TK)
 		return bias, errors.Wrap(err, "posenc fire")
 	})
 }
 
+// BiasTable implements TableBiaser: the MLP's output [R, H] on the R
+// distinct (distance, query position) pairs of the span. Calls for the
+// same graph, parameter store, span and H return the same node.
+func (e *FIRE) BiasTable(s *Site) (*G.Node, error) {
+	if err := e.checkSite(s); err != nil {
+		return nil, err
+	}
+	return e.tables.get(s.G, relNodeKey{s.Span, s.H, s.Params}, func() (*G.Node, error) {
+		table, err := e.build(s)
+		return table, errors.Wrap(err, "posenc fire")
+	})
+}
+
+// BiasIndex implements TableBiaser: the row of BiasTable of every pair of
+// tile t, shared by the batch.
+func (e *FIRE) BiasIndex(s *Site, _ int, t Tile, dst []int) (bool, error) {
+	if err := CheckTile(s, t); err != nil {
+		return false, err
+	}
+	rows := e.plan(s.Span).rows
+	tk := t.K1 - t.K0
+	for i := t.Q0; i < t.Q1; i++ {
+		copy(dst[(i-t.Q0)*tk:(i-t.Q0+1)*tk], rows[i*s.TK+t.K0:i*s.TK+t.K1])
+	}
+	return false, nil
+}
+
+// build returns the MLP's output [R, H] on the span's pairs.
 func (e *FIRE) build(s *Site) (*G.Node, error) {
-	dist, qpos, rows := firePairs(s.Span)
+	pl := e.plan(s.Span)
+	dist, qpos := pl.dist, pl.qpos
 	r := len(dist)
 	dt := s.Dtype()
 	host := func(name string, v []float64) *G.Node {
@@ -205,9 +262,5 @@ func (e *FIRE) build(s *Site) (*G.Node, error) {
 		return nil, err
 	}
 	m := biasMLP{name: "fire", widths: []int{1, e.Width, s.H}, act: relu}
-	table, err := m.apply(s, x)
-	if err != nil {
-		return nil, err
-	}
-	return headTableBias(table, headTableIndex(rows, s.H, s.TQ, s.TK), s.H, s.TQ, s.TK)
+	return m.apply(s, x)
 }
