@@ -50,14 +50,15 @@ func init() {
 // "dpb_ln<l>_g" and "dpb_ln<l>_b" [Width] for l = 0..Depth-1. None is
 // weight-decayed.
 //
-// The bias node of a (graph, parameter store, span, H) is built once and
-// returned to every layer. One DPB value may build graphs from several
+// DPB is a TableBiaser (the table is the MLP's output on the span's
+// distances). The bias node of a (graph, parameter store, span, H) is
+// built once and returned to every layer. One DPB value may build graphs from several
 // goroutines at once.
 type DPB struct {
 	Width, Depth      int
 	LogDistance, Norm bool
 
-	nodes graphNodes[relNodeKey]
+	nodes, tables graphNodes[relNodeKey]
 }
 
 // relNodeKey identifies the bias node of a span for one graph.
@@ -100,41 +101,72 @@ func DPBInput(r int, logDistance bool) float64 {
 	return x
 }
 
+// checkSite returns an error unless the site has heads and a non-empty
+// span and the widths are valid.
+func (e *DPB) checkSite(s *Site) error {
+	if s.H <= 0 || s.TQ <= 0 || s.TK <= 0 {
+		return errors.Errorf("posenc dpb: H = %d, TQ = %d and TK = %d must be positive", s.H, s.TQ, s.TK)
+	}
+	return dpbCheck(e.Width, e.Depth)
+}
+
 // ScoreBias implements ScoreBiaser: bias [H, TQ, TK], bias[h, i, j] =
 // MLP(DPBInput(qpos_i - kpos_j))[h]. It returns an error if the site has
 // no heads or an empty span, or the widths are invalid.
 func (e *DPB) ScoreBias(s *Site) (*G.Node, error) {
-	if s.H <= 0 || s.TQ <= 0 || s.TK <= 0 {
-		return nil, errors.Errorf("posenc dpb: H = %d, TQ = %d and TK = %d must be positive", s.H, s.TQ, s.TK)
-	}
-	if err := dpbCheck(e.Width, e.Depth); err != nil {
+	if err := e.checkSite(s); err != nil {
 		return nil, err
 	}
 	return e.nodes.get(s.G, relNodeKey{s.Span, s.H, s.Params}, func() (*G.Node, error) {
-		// r = qpos - kpos runs from rMin = QStart - (KStart+TK-1) to
-		// QStart+TQ-1 - KStart; row k of the MLP input is rMin + k.
+		table, err := e.BiasTable(s)
+		if err != nil {
+			return nil, err
+		}
+		rows := make([]int, s.TQ*s.TK)
+		if _, err := e.BiasIndex(s, 0, s.Full(), rows); err != nil {
+			return nil, err
+		}
+		bias, err := headTableBias(table, headTableIndex(rows, s.H, s.TQ, s.TK), s.H, s.TQ, s.TK)
+		return bias, errors.Wrap(err, "posenc dpb")
+	})
+}
+
+// BiasTable implements TableBiaser: the MLP's output [TQ+TK-1, H] on the
+// distinct distances of the span, row k for the distance
+// r = QStart - (KStart+TK-1) + k (query minus key). Calls for the same
+// graph, parameter store, span and H return the same node.
+func (e *DPB) BiasTable(s *Site) (*G.Node, error) {
+	if err := e.checkSite(s); err != nil {
+		return nil, err
+	}
+	return e.tables.get(s.G, relNodeKey{s.Span, s.H, s.Params}, func() (*G.Node, error) {
 		rMin := s.QStart - (s.KStart + s.TK - 1)
 		r := s.TQ + s.TK - 1
 		x := make([]float64, r)
 		for k := range x {
 			x[k] = DPBInput(rMin+k, e.LogDistance)
 		}
-		rows := make([]int, s.TQ*s.TK)
-		for i := 0; i < s.TQ; i++ {
-			for j := 0; j < s.TK; j++ {
-				rows[i*s.TK+j] = s.QStart + i - s.KStart - j - rMin
-			}
-		}
 		in := G.NewTensor(s.G, s.Dtype(), 2, G.WithShape(r, 1), G.WithName(graph.UniqueName(s.G, "dpb_in")),
 			G.WithValue(graph.FromFloat64s(s.Dtype(), tensor.Shape{r, 1}, x)))
 		m := biasMLP{name: "dpb", widths: e.widths(s.H), act: silu, norm: e.Norm}
 		table, err := m.apply(s, in)
-		if err != nil {
-			return nil, errors.Wrap(err, "posenc dpb")
-		}
-		bias, err := headTableBias(table, headTableIndex(rows, s.H, s.TQ, s.TK), s.H, s.TQ, s.TK)
-		return bias, errors.Wrap(err, "posenc dpb")
+		return table, errors.Wrap(err, "posenc dpb")
 	})
+}
+
+// BiasIndex implements TableBiaser: the row TK-1 + i - j of BiasTable for
+// the pair (i, j), shared by the batch.
+func (e *DPB) BiasIndex(s *Site, _ int, t Tile, dst []int) (bool, error) {
+	if err := CheckTile(s, t); err != nil {
+		return false, err
+	}
+	tk := t.K1 - t.K0
+	for i := t.Q0; i < t.Q1; i++ {
+		for j := t.K0; j < t.K1; j++ {
+			dst[(i-t.Q0)*tk+j-t.K0] = s.TK - 1 + i - j
+		}
+	}
+	return false, nil
 }
 
 // widths returns the layer widths of the MLP: 1, Width × Depth, h.
