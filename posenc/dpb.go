@@ -104,8 +104,8 @@ func DPBInput(r int, logDistance bool) float64 {
 // checkSite returns an error unless the site has heads and a non-empty
 // span and the widths are valid.
 func (e *DPB) checkSite(s *Site) error {
-	if s.H <= 0 || s.TQ <= 0 || s.TK <= 0 {
-		return errors.Errorf("posenc dpb: H = %d, TQ = %d and TK = %d must be positive", s.H, s.TQ, s.TK)
+	if err := checkBiasSite("dpb", s); err != nil {
+		return err
 	}
 	return dpbCheck(e.Width, e.Depth)
 }
@@ -113,23 +113,7 @@ func (e *DPB) checkSite(s *Site) error {
 // ScoreBias implements ScoreBiaser: bias [H, TQ, TK], bias[h, i, j] =
 // MLP(DPBInput(qpos_i - kpos_j))[h]. It returns an error if the site has
 // no heads or an empty span, or the widths are invalid.
-func (e *DPB) ScoreBias(s *Site) (*G.Node, error) {
-	if err := e.checkSite(s); err != nil {
-		return nil, err
-	}
-	return e.nodes.get(s.G, relNodeKey{s.Span, s.H, s.Params}, func() (*G.Node, error) {
-		table, err := e.BiasTable(s)
-		if err != nil {
-			return nil, err
-		}
-		rows := make([]int, s.TQ*s.TK)
-		if _, err := e.BiasIndex(s, 0, s.Full(), rows); err != nil {
-			return nil, err
-		}
-		bias, err := headTableBias(table, headTableIndex(rows, s.H, s.TQ, s.TK), s.H, s.TQ, s.TK)
-		return bias, errors.Wrap(err, "posenc dpb")
-	})
-}
+func (e *DPB) ScoreBias(s *Site) (*G.Node, error) { return tableScoreBias(e, &e.nodes, s) }
 
 // BiasTable implements TableBiaser: the MLP's output [TQ+TK-1, H] on the
 // distinct distances of the span, row k for the distance
@@ -176,6 +160,35 @@ func (e *DPB) widths(h int) []int {
 		w = append(w, e.Width)
 	}
 	return append(w, h)
+}
+
+// checkBiasSite returns an error naming enc unless the site has heads and
+// a non-empty span.
+func checkBiasSite(enc string, s *Site) error {
+	if s.H <= 0 || s.TQ <= 0 || s.TK <= 0 {
+		return errors.Errorf("posenc %s: H = %d, TQ = %d and TK = %d must be positive", enc, s.H, s.TQ, s.TK)
+	}
+	return nil
+}
+
+// tableScoreBias is the ScoreBias of a TableBiaser whose table has one
+// column per head and whose rows are shared by the batch (dpb, fire): the
+// bias [H, TQ, TK] gathered from BiasTable by BiasIndex over the full
+// site, built once per (graph, parameter store, span, H) and cached in
+// nodes. BiasTable checks the site.
+func tableScoreBias(e TableBiaser, nodes *graphNodes[relNodeKey], s *Site) (*G.Node, error) {
+	table, err := e.BiasTable(s)
+	if err != nil {
+		return nil, err
+	}
+	return nodes.get(s.G, relNodeKey{s.Span, s.H, s.Params}, func() (*G.Node, error) {
+		rows := make([]int, s.TQ*s.TK)
+		if _, err := e.BiasIndex(s, 0, s.Full(), rows); err != nil {
+			return nil, err
+		}
+		bias, err := headTableBias(table, headTableIndex(rows, s.H, s.TQ, s.TK), s.H, s.TQ, s.TK)
+		return bias, errors.Wrapf(err, "posenc %s", e.Name())
+	})
 }
 
 // biasMLP is the small MLP of dpb and fire: linear maps between widths,

@@ -138,8 +138,8 @@ func (e *FIRE) plan(s Span) firePlan {
 // checkSite returns an error unless the site has heads and a non-empty
 // span and the settings are valid.
 func (e *FIRE) checkSite(s *Site) error {
-	if s.H <= 0 || s.TQ <= 0 || s.TK <= 0 {
-		return errors.Errorf("posenc fire: H = %d, TQ = %d and TK = %d must be positive", s.H, s.TQ, s.TK)
+	if err := checkBiasSite("fire", s); err != nil {
+		return err
 	}
 	return fireCheck(e.Width, e.InitC, e.InitL)
 }
@@ -147,19 +147,7 @@ func (e *FIRE) checkSite(s *Site) error {
 // ScoreBias implements ScoreBiaser: bias [H, TQ, TK] as the type's
 // formula. It returns an error if the site has no heads or an empty span,
 // or the settings are invalid.
-func (e *FIRE) ScoreBias(s *Site) (*G.Node, error) {
-	if err := e.checkSite(s); err != nil {
-		return nil, err
-	}
-	return e.nodes.get(s.G, relNodeKey{s.Span, s.H, s.Params}, func() (*G.Node, error) {
-		table, err := e.BiasTable(s)
-		if err != nil {
-			return nil, err
-		}
-		bias, err := headTableBias(table, headTableIndex(e.plan(s.Span).rows, s.H, s.TQ, s.TK), s.H, s.TQ, s.TK)
-		return bias, errors.Wrap(err, "posenc fire")
-	})
-}
+func (e *FIRE) ScoreBias(s *Site) (*G.Node, error) { return tableScoreBias(e, &e.nodes, s) }
 
 // BiasTable implements TableBiaser: the MLP's output [R, H] on the R
 // distinct (distance, query position) pairs of the span. Calls for the
