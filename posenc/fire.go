@@ -38,8 +38,11 @@ const FireEps = 1e-6
 // The paper defines the bias for causal attention, i >= j; for keys after
 // the query (bidirectional attention, or the masked future keys of causal
 // attention) the pseudo-code's |c·(i - j)| gives the same bias as at
-// distance |i - j|, and this is what FIRE computes. The gradient of
-// max(L, p) is taken as p + ReLU(L - p) (at the tie L = p it goes to p).
+// distance |i - j|, and this is what FIRE computes. max(L, p) is computed
+// as p + ReLU(L - p); at the tie L = p Gorgonia's ReLU has slope 1, so the
+// whole gradient goes to L (PyTorch's torch.max splits it in halves; the
+// tie needs l_mult·InitL to be an integer position, as at init with the
+// defaults, L = 512).
 //
 // Unlike dpb, the MLP input depends on the query position as well as on
 // the distance, so the MLP runs once per forward pass on the R distinct
