@@ -245,6 +245,28 @@ type Options struct {
 	SandwichDim int
 
 	// -- FIRE and dynamic position bias options (issue #15) --
+	// FireWidth is the hidden width of fire's MLP (default 32, Li et al.
+	// 2023's mlp_width).
+	FireWidth int
+	// FireInitC is the initial value of fire's learnable c in
+	// ψ(x) = log(|c|x + 1) (default 0.1, the paper's init_c); negative is an
+	// error.
+	FireInitC float64
+	// FireInitL is fire's init_L: the threshold L = |fire_l_mult · FireInitL|,
+	// with the learnable multiplier starting at 1 (default 512, the
+	// paper's); negative is an error.
+	FireInitL float64
+	// DPBWidth is the hidden width of dpb's MLP (default 32: x-transformers'
+	// dim // 4 for this library's d_model = 128), DPBDepth its number of
+	// hidden layers (default 2, x-transformers' dynamic_pos_bias_mlp_depth).
+	DPBWidth int `opt:"dpb-width"`
+	DPBDepth int `opt:"dpb-depth"`
+	// DPBLogDistance feeds dpb's MLP sign(r) log(|r|+1) instead of the
+	// distance r (default false, as x-transformers).
+	DPBLogDistance bool `opt:"dpb-log-distance"`
+	// DPBNorm puts a LayerNorm before every SiLU of dpb's MLP (default
+	// false, as x-transformers).
+	DPBNorm bool `opt:"dpb-norm"`
 
 	// -- xPos, Llama 3 and YaRN options (issue #15) --
 
@@ -347,6 +369,11 @@ func (o Options) Defaults() Options {
 	def(&o.SandwichDim, 128)
 
 	// -- FIRE and dynamic position bias defaults --
+	def(&o.FireWidth, 32)
+	deff(&o.FireInitC, 0.1)
+	deff(&o.FireInitL, 512)
+	def(&o.DPBWidth, 32)
+	def(&o.DPBDepth, 2)
 
 	// -- xPos, Llama 3 and YaRN defaults --
 	deff(&o.XPosScaleBase, 512)

@@ -1,0 +1,257 @@
+package posenc
+
+import (
+	"math"
+
+	"github.com/pkg/errors"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/rpe-go/rpe/graph"
+)
+
+func init() {
+	register(Info{Name: "fire", Kind: KindRelative, Learnable: true}, func(o Options) (Encoding, error) {
+		return NewFIRE(o.FireWidth, o.FireInitC, o.FireInitL)
+	})
+}
+
+// FireEps is added to FIRE's normaliser ψ(max(L, i)) so that it is never
+// zero (the eps of the paper's pseudo-code).
+const FireEps = 1e-6
+
+// FIRE is the functional interpolation for relative positions of Li et al.
+// 2023 ("Functional Interpolation for Relative Positions Improves Long
+// Context Transformers", ICLR 2024): a score bias per head computed by a
+// small MLP from the relative distance normalised by the query position:
+//
+//	ψ(x)          = log(|c| x + 1)
+//	L             = |l_mult · InitL|
+//	bias[h, i, j] = f_θ( ψ(|p_i - k_j|) / (ψ(max(L, p_i)) + FireEps) )[h]
+//	f_θ(x)        = ReLU(x W_1 + b_1) W_2 + b_2       (1 → Width → H)
+//
+// with p_i = QStart+i the absolute position of query i and k_j = KStart+j
+// that of key j. This is the paper's appendix pseudo-code: c starts at
+// init_c = 0.1 and is kept positive by the absolute value, the threshold L
+// is init_L = 512 (a constant) times a learnable multiplier starting at 1,
+// again under an absolute value, and the MLP has mlp_width = 32 and ReLU.
+// The paper defines the bias for causal attention, i >= j; for keys after
+// the query (bidirectional attention, or the masked future keys of causal
+// attention) the pseudo-code's |c·(i - j)| gives the same bias as at
+// distance |i - j|, and this is what FIRE computes. max(L, p) is computed
+// as p + ReLU(L - p); at the tie L = p Gorgonia's ReLU has slope 1, so the
+// whole gradient goes to L (PyTorch's torch.max splits it in halves; the
+// tie needs l_mult·InitL to be an integer position, as at init with the
+// defaults, L = 512).
+//
+// Unlike dpb, the MLP input depends on the query position as well as on
+// the distance, so the MLP runs once per forward pass on the R distinct
+// (|p - k|, p) pairs of the span (R <= TQ·TK; about 3/4·T² for a T×T
+// self-attention), a [R, 1] input computed in the graph from host
+// distances and positions, and the bias [H, TQ, TK] is gathered from its
+// [R, H] output with host indices (graph.GatherRel).
+//
+// Parameters, shared by all layers (one bias for the model, like t5 and
+// dpb): "fire_c" [1] (init InitC), "fire_l_mult" [1] (init 1), and the
+// MLP's "fire_w0" [1, Width], "fire_b0" [Width], "fire_w1" [Width, H],
+// "fire_b1" [H], initialised as PyTorch's nn.Linear. None is
+// weight-decayed.
+//
+// FIRE is a TableBiaser (the table is the MLP's output on the span's
+// pairs). The bias node of a (graph, parameter store, span, H) is built
+// once and returned to every layer; the pairs of a span are computed once
+// on the host. One FIRE value may build graphs from several
+// goroutines at once.
+type FIRE struct {
+	Width        int
+	InitC, InitL float64
+
+	nodes, tables graphNodes[relNodeKey]
+	plans         tableCache[Span, firePlan]
+}
+
+// NewFIRE returns FIRE with an MLP of hidden width width, c initialised to
+// initC and threshold initL. It returns an error naming the value unless
+// width >= 1, initC >= 0 and initL >= 0 (all finite).
+func NewFIRE(width int, initC, initL float64) (*FIRE, error) {
+	if err := fireCheck(width, initC, initL); err != nil {
+		return nil, err
+	}
+	return &FIRE{Width: width, InitC: initC, InitL: initL}, nil
+}
+
+func fireCheck(width int, initC, initL float64) error {
+	if width < 1 {
+		return errors.Errorf("posenc fire: MLP width %d must be at least 1", width)
+	}
+	if !(initC >= 0) || math.IsInf(initC, 0) {
+		return errors.Errorf("posenc fire: initial c %g must be finite and non-negative", initC)
+	}
+	if !(initL >= 0) || math.IsInf(initL, 0) {
+		return errors.Errorf("posenc fire: initial threshold L %g must be finite and non-negative", initL)
+	}
+	return nil
+}
+
+// Name implements Encoding.
+func (*FIRE) Name() string { return "fire" }
+
+// firePairs returns the distinct (distance, query position) pairs of span
+// s in first-seen order (row-major over the queries and keys), and the row
+// of every (i, j) pair, row-major [TQ, TK].
+func firePairs(s Span) (dist, qpos []float64, rows []int) {
+	type pair struct{ d, p int }
+	seen := map[pair]int{}
+	rows = make([]int, s.TQ*s.TK)
+	for i := 0; i < s.TQ; i++ {
+		p := s.QStart + i
+		for j := 0; j < s.TK; j++ {
+			d := p - s.KStart - j
+			if d < 0 {
+				d = -d
+			}
+			k, ok := seen[pair{d, p}]
+			if !ok {
+				k = len(dist)
+				seen[pair{d, p}] = k
+				dist = append(dist, float64(d))
+				qpos = append(qpos, float64(p))
+			}
+			rows[i*s.TK+j] = k
+		}
+	}
+	return dist, qpos, rows
+}
+
+// firePlan is the host side of a span: the distinct (distance, query
+// position) pairs and the row of every (i, j) pair (see firePairs).
+type firePlan struct {
+	dist, qpos []float64
+	rows       []int
+}
+
+func (e *FIRE) plan(s Span) firePlan {
+	p, _ := e.plans.get(s, func() (firePlan, error) {
+		d, q, r := firePairs(s)
+		return firePlan{d, q, r}, nil
+	})
+	return p
+}
+
+// checkSite returns an error unless the site has heads and a non-empty
+// span and the settings are valid.
+func (e *FIRE) checkSite(s *Site) error {
+	if err := checkBiasSite("fire", s); err != nil {
+		return err
+	}
+	return fireCheck(e.Width, e.InitC, e.InitL)
+}
+
+// ScoreBias implements ScoreBiaser: bias [H, TQ, TK] as the type's
+// formula. It returns an error if the site has no heads or an empty span,
+// or the settings are invalid.
+func (e *FIRE) ScoreBias(s *Site) (*G.Node, error) { return tableScoreBias(e, &e.nodes, s) }
+
+// BiasTable implements TableBiaser: the MLP's output [R, H] on the R
+// distinct (distance, query position) pairs of the span. Calls for the
+// same graph, parameter store, span and H return the same node.
+func (e *FIRE) BiasTable(s *Site) (*G.Node, error) {
+	if err := e.checkSite(s); err != nil {
+		return nil, err
+	}
+	return e.tables.get(s.G, relNodeKey{s.Span, s.H, s.Params}, func() (*G.Node, error) {
+		table, err := e.build(s)
+		return table, errors.Wrap(err, "posenc fire")
+	})
+}
+
+// BiasIndex implements TableBiaser: the row of BiasTable of every pair of
+// tile t, shared by the batch.
+func (e *FIRE) BiasIndex(s *Site, _ int, t Tile, dst []int) (bool, error) {
+	if err := CheckTile(s, t); err != nil {
+		return false, err
+	}
+	rows := e.plan(s.Span).rows
+	tk := t.K1 - t.K0
+	for i := t.Q0; i < t.Q1; i++ {
+		copy(dst[(i-t.Q0)*tk:(i-t.Q0+1)*tk], rows[i*s.TK+t.K0:i*s.TK+t.K1])
+	}
+	return false, nil
+}
+
+// build returns the MLP's output [R, H] on the span's pairs.
+func (e *FIRE) build(s *Site) (*G.Node, error) {
+	pl := e.plan(s.Span)
+	dist, qpos := pl.dist, pl.qpos
+	r := len(dist)
+	dt := s.Dtype()
+	host := func(name string, v []float64) *G.Node {
+		return G.NewTensor(s.G, dt, 1, G.WithShape(len(v)), G.WithName(graph.UniqueName(s.G, name)),
+			G.WithValue(graph.FromFloat64s(dt, tensor.Shape{len(v)}, v)))
+	}
+	negq := make([]float64, r)
+	for k, p := range qpos {
+		negq[k] = -p
+	}
+	c, err := s.Params.Node(s.G, "fire_c", tensor.Shape{1}, graph.Constant(e.InitC), false)
+	if err != nil {
+		return nil, err
+	}
+	lm, err := s.Params.Node(s.G, "fire_l_mult", tensor.Shape{1}, graph.Ones, false)
+	if err != nil {
+		return nil, err
+	}
+	absC, err := G.Abs(c)
+	if err != nil {
+		return nil, err
+	}
+	// L = |l_mult| · InitL (InitL >= 0).
+	absL, err := G.Abs(lm)
+	if err != nil {
+		return nil, err
+	}
+	thr, err := graph.BroadcastMul(absL, host("fire_init_l", []float64{e.InitL}))
+	if err != nil {
+		return nil, err
+	}
+	// ψ(d) = log1p(|c| d), d >= 0.
+	num, err := graph.BroadcastMul(host("fire_dist", dist), absC)
+	if err != nil {
+		return nil, err
+	}
+	if num, err = G.Log1p(num); err != nil {
+		return nil, err
+	}
+	// max(L, p) = p + ReLU(L - p).
+	lp, err := graph.BroadcastAdd(host("fire_neg_qpos", negq), thr)
+	if err != nil {
+		return nil, err
+	}
+	if lp, err = G.Rectify(lp); err != nil {
+		return nil, err
+	}
+	mx, err := G.Add(host("fire_qpos", qpos), lp)
+	if err != nil {
+		return nil, err
+	}
+	// ψ(max(L, p)) + eps; max(L, p) >= 0 for positions >= 0.
+	den, err := graph.BroadcastMul(mx, absC)
+	if err != nil {
+		return nil, err
+	}
+	if den, err = G.Log1p(den); err != nil {
+		return nil, err
+	}
+	if den, err = graph.BroadcastAdd(den, host("fire_eps", []float64{FireEps})); err != nil {
+		return nil, err
+	}
+	x, err := G.HadamardDiv(num, den)
+	if err != nil {
+		return nil, err
+	}
+	if x, err = graph.Reshape(x, r, 1); err != nil {
+		return nil, err
+	}
+	m := biasMLP{name: "fire", widths: []int{1, e.Width, s.H}, act: relu}
+	return m.apply(s, x)
+}
