@@ -189,7 +189,8 @@ type Options struct {
 	// (default 1).
 	RopeFraction float64
 	// RopeScale is the context-extension factor s of the evaluation-time
-	// scalings rope-pi, rope-ntk and rope-yarn (default 1: no scaling).
+	// scalings rope-pi, rope-ntk, rope-yarn and rope-llama3 (default 1: no
+	// scaling).
 	RopeScale float64
 	// RopeTrainLen is the training context length L that rope-dynamic and
 	// rope-yarn refer to (default 64).
@@ -457,9 +458,10 @@ var tableOrder = []string{
 
 // Registered returns the Info of every registered encoding in a stable
 // table order: none, sinusoidal, learned, shaw, shaw-scalar, t5, xl,
-// deberta, rope, alibi, then the RoPE scalings rope-pi, rope-ntk,
-// rope-dynamic, rope-yarn, then the 2-D encodings and the structural ones
-// (tableOrder).
+// deberta, rope, alibi, the later 1-D encodings (kerple-log, kerple-power,
+// sandwich, fire, dpb, xpos), the RoPE scalings rope-pi, rope-ntk,
+// rope-dynamic, rope-yarn, rope-llama3, then the 2-D encodings and the
+// structural ones (tableOrder).
 func Registered() []Info {
 	out := make([]Info, 0, len(registry))
 	seen := map[string]bool{}

@@ -189,9 +189,10 @@ BASE_CONFIG = dict(vocab=256, d=32, heads=4, layers=2, ff=64, B=2, T=8,
 
 # Modules of the reference implementations of the encodings beyond a line
 # (testdata/golden/gen_golden_<group>.py), each with generate(out_dir) -> [(path, size)]: the 2-D
-# encodings of image patches, then the graph and syntax-tree encodings.
+# encodings of image patches, the graph and syntax-tree encodings, then the later 1-D encodings
+# (KERPLE and Sandwich, FIRE and the dynamic position bias, xPos with Llama 3's and YaRN's options).
 MODULES_2D = ["gen_golden_abs", "gen_golden_rel", "gen_golden_rope", "gen_golden_cpe", "gen_golden_graph",
-              "gen_golden_tree"]
+              "gen_golden_tree", "gen_golden_kerple", "gen_golden_fire", "gen_golden_xpos"]
 
 # (case name, overrides of BASE_CONFIG plus encoding options). "pos" names the encoding.
 CASES = [
@@ -1182,8 +1183,8 @@ def main():
     path, size = write_tables(args.out)
     total += size
     print(f"{'tables':18s} {'':17s}{size / 1024:7.1f} KiB")
-    # The 2-D encodings (issue #13): one module per group, each writing
-    # 2d-<case>.safetensors files of hook-level parity cases.
+    # The encodings beyond the reference model's (issues #13-#15): one module per group, each
+    # writing <group>-<case>.safetensors files of hook-level parity cases.
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     for mod in MODULES_2D:
         for path, size in importlib.import_module(mod).generate(args.out):
