@@ -63,25 +63,7 @@ func TestGoldenFire(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			r := G.NewTensor(g, tensor.Float64, 3, G.WithShape(h, span.TQ, span.TK), G.WithName("R"),
-				G.WithValue(graph.FromFloat64s(tensor.Float64, tensor.Shape{h, span.TQ, span.TK}, gc.floats["R"])))
-			loss := G.Must(G.Sum(G.Must(G.HadamardProd(bias, r))))
-			if _, err := G.Grad(loss, learn...); err != nil {
-				t.Fatal(err)
-			}
-			m := G.NewTapeMachine(g, G.BindDualValues(learn...))
-			defer m.Close()
-			if err := m.RunAll(); err != nil {
-				t.Fatal(err)
-			}
-			closeTo(t, "bias", graph.ToFloat64s(bias.Value()), gc.floats["bias"], 1e-5)
-			for _, n := range learn {
-				gv, err := n.Grad()
-				if err != nil {
-					t.Fatal(err)
-				}
-				closeTo(t, "grad "+n.Name(), graph.ToFloat64s(gv), gc.floats["grad_"+n.Name()], 1e-5)
-			}
+			checkBiasGolden(t, g, bias, learn, gc.floats["R"], gc.floats["bias"], func(name string) []float64 { return gc.floats["grad_"+name] })
 		})
 	}
 }
@@ -100,4 +82,30 @@ func metaValue[T any](t *testing.T, gc goldenCase, key string, parse func(string
 		t.Fatalf("metadata %s: %v", key, err)
 	}
 	return x
+}
+
+// checkBiasGolden runs the loss sum(bias * R) of a bias node [H, Tq, Tk] of
+// g with R from a golden case, and matches the bias and the gradient of
+// every node of learn (want(name)) to 1e-5.
+func checkBiasGolden(t *testing.T, g *G.ExprGraph, bias *G.Node, learn G.Nodes, rv, wantBias []float64, want func(name string) []float64) {
+	t.Helper()
+	r := G.NewTensor(g, tensor.Float64, bias.Dims(), G.WithShape(bias.Shape()...), G.WithName("R"),
+		G.WithValue(graph.FromFloat64s(tensor.Float64, bias.Shape(), rv)))
+	loss := G.Must(G.Sum(G.Must(G.HadamardProd(bias, r))))
+	if _, err := G.Grad(loss, learn...); err != nil {
+		t.Fatal(err)
+	}
+	m := G.NewTapeMachine(g, G.BindDualValues(learn...))
+	defer m.Close()
+	if err := m.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	closeTo(t, "bias", graph.ToFloat64s(bias.Value()), wantBias, 1e-5)
+	for _, n := range learn {
+		gv, err := n.Grad()
+		if err != nil {
+			t.Fatal(err)
+		}
+		closeTo(t, "grad "+n.Name(), graph.ToFloat64s(gv), want(n.Name()), 1e-5)
+	}
 }

@@ -53,30 +53,12 @@ func TestGoldenKerple(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			r := G.NewTensor(g, tensor.Float64, 3, G.WithShape(h, tq, tk), G.WithName("R"),
-				G.WithValue(graph.FromFloat64s(tensor.Float64, tensor.Shape{h, tq, tk}, gc.floats["R"])))
-			loss := G.Must(G.Sum(G.Must(G.HadamardProd(bias, r))))
-			learn := p.Nodes(g)
-			if _, err := G.Grad(loss, learn...); err != nil {
-				t.Fatal(err)
-			}
-			m := G.NewTapeMachine(g, G.BindDualValues(learn...))
-			defer m.Close()
-			if err := m.RunAll(); err != nil {
-				t.Fatal(err)
-			}
-			closeTo(t, "bias", graph.ToFloat64s(bias.Value()), gc.floats["bias"], 1e-5)
-			for _, n := range learn {
-				gv, err := n.Grad()
-				if err != nil {
-					t.Fatal(err)
+			checkBiasGolden(t, g, bias, p.Nodes(g), gc.floats["R"], gc.floats["bias"], func(name string) []float64 {
+				if name == n2 {
+					return gc.floats["grad_r2"]
 				}
-				want := gc.floats["grad_r1"]
-				if n.Name() == n2 {
-					want = gc.floats["grad_r2"]
-				}
-				closeTo(t, "grad "+n.Name(), graph.ToFloat64s(gv), want, 1e-5)
-			}
+				return gc.floats["grad_r1"]
+			})
 			// The host formula agrees too.
 			host := posenc.KerpleBias(enc.(*posenc.Kerple).Kernel, gc.floats["r1"], gc.floats["r2"], eps, gc.ints["q_pos"], gc.ints["k_pos"])
 			closeTo(t, "KerpleBias", host, gc.floats["bias"], 1e-12)
