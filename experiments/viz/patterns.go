@@ -100,7 +100,9 @@ func BiasByDistance(enc posenc.Encoding, minRel, maxRel int, o BiasOptions) ([]S
 // QKScores returns the dot products ⟨q'_i, k'_j⟩ [TQ, TK] of the constant
 // query vector q and key vector k placed at every query and key position of
 // span and transformed by enc (which must implement posenc.QKTransformer:
-// rope, rope-pi, rope-ntk, rope-dynamic, rope-yarn), with X0 = span.KStart
+// rope, rope-pi, rope-ntk, rope-dynamic, rope-yarn, rope-llama3, xpos; a
+// causal-only encoding such as xpos gets a causal site, the keys of span
+// are not masked), with X0 = span.KStart
 // and Y0 = span.QStart. For RoPE the result depends on the positions only
 // through rel = key - query: with span {QStart: 0, TQ: 1, KStart: 0, TK: n},
 // row 0 is the score against distance 0..n-1. The rotation is the
@@ -130,6 +132,9 @@ func QKScores(enc posenc.Encoding, q, k []float64, span posenc.Span) (Matrix, er
 	qn := G.NewTensor(g, tensor.Float64, 4, G.WithShape(1, 1, span.TQ, dh), G.WithName("viz_q"), G.WithValue(tile(q, span.TQ)))
 	kn := G.NewTensor(g, tensor.Float64, 4, G.WithShape(1, 1, span.TK, dh), G.WithName("viz_k"), G.WithValue(tile(k, span.TK)))
 	site := &posenc.Site{G: g, Params: p, Layer: 0, Prefix: "block0/attn", B: 1, H: 1, DHead: dh, DModel: dh, Span: span}
+	if co, ok := enc.(posenc.CausalOnly); ok && co.CausalOnly() {
+		site.Causal = true // xPos serves causal attention only; no mask is applied here
+	}
 	q2, k2, err := qk.TransformQK(site, qn, kn)
 	if err != nil {
 		return Matrix{}, errors.WithMessagef(err, "viz: q.k scores of %q", enc.Name())

@@ -402,3 +402,39 @@ func TestTabulateRelMatrix(t *testing.T) {
 		t.Error("empty span accepted")
 	}
 }
+
+// TestQKScoresXPos: xPos (causal only) is evaluated on a causal site; with
+// q = k its score against a key d steps back is RoPE's scaled by
+// ζ^(−d/γ) per pair, so it lies below RoPE's for every d > 0 where RoPE's
+// pair terms are positive (here d = 1: all cosines near 1).
+func TestQKScoresXPos(t *testing.T) {
+	ones := []float64{1, 1, 1, 1, 1, 1, 1, 1}
+	span := posenc.Span{QStart: 63, TQ: 1, KStart: 0, TK: 64}
+	xp, err := posenc.New("xpos", posenc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := QKScores(xp, ones, ones, span)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := QKScores(mustNew(t, "rope"), ones, ones, span)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := x.At(0, 63) - r.At(0, 63); d > 1e-12 || d < -1e-12 {
+		t.Fatalf("distance 0: xpos %v, rope %v", x.At(0, 63), r.At(0, 63))
+	}
+	if !(x.At(0, 62) < r.At(0, 62)) {
+		t.Fatalf("distance 1: xpos %v not below rope %v", x.At(0, 62), r.At(0, 62))
+	}
+}
+
+func mustNew(t *testing.T, name string) posenc.Encoding {
+	t.Helper()
+	e, err := posenc.New(name, posenc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
