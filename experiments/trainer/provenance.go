@@ -3,6 +3,7 @@ package trainer
 import (
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 
@@ -10,14 +11,14 @@ import (
 )
 
 // ProvenanceInfo records what produced a result: the BLAS of the graph kernels
-// (graph.BLASName()), the Go version, and the git revision of the working
-// tree with whether it had uncommitted changes.
+// (graph.BLASName()), the Go version, and the git revision of the code with
+// whether it had uncommitted changes.
 type ProvenanceInfo struct {
 	BLAS      string `json:"blas"`
 	GoVersion string `json:"go_version"`
-	// GitRev is the commit hash of HEAD, "unknown" outside a git checkout
-	// (or without git); Dirty reports uncommitted changes
-	// (`git status --porcelain` non-empty), false if unknown.
+	// GitRev is the commit the code was built from, "unknown" if neither
+	// the binary nor the working directory says; Dirty reports uncommitted
+	// changes, false if unknown. See Provenance for where they come from.
 	GitRev string `json:"git_rev"`
 	Dirty  bool   `json:"dirty"`
 }
@@ -27,21 +28,55 @@ var (
 	prov     ProvenanceInfo
 )
 
-// Provenance returns the provenance of this process, computed once (it runs
-// git in the current directory).
+// Provenance returns the provenance of this process, computed once. The
+// revision is the one the Go toolchain stamped into the binary
+// (`go build` in a checkout: vcs.revision and vcs.modified), which stays
+// right however the checkout moves while the binary runs; without a stamp
+// (`go run`, `go test`) it is the working directory's HEAD (`git rev-parse
+// HEAD`, `git status --porcelain`).
 func Provenance() ProvenanceInfo {
 	provOnce.Do(func() {
-		prov = ProvenanceInfo{BLAS: graph.BLASName(), GoVersion: runtime.Version(), GitRev: "unknown"}
-		out, err := exec.Command("git", "rev-parse", "HEAD").Output()
-		if err != nil {
-			return
+		var settings []debug.BuildSetting
+		if bi, ok := debug.ReadBuildInfo(); ok {
+			settings = bi.Settings
 		}
-		prov.GitRev = strings.TrimSpace(string(out))
-		if st, err := exec.Command("git", "status", "--porcelain").Output(); err == nil {
-			prov.Dirty = len(strings.TrimSpace(string(st))) > 0
-		}
+		prov = provenanceFrom(settings, workingTreeRev)
 	})
 	return prov
+}
+
+// provenanceFrom is Provenance from the binary's build settings, falling
+// back to gitRev (the working directory's revision) without vcs.revision.
+func provenanceFrom(settings []debug.BuildSetting, gitRev func() (rev string, dirty, ok bool)) ProvenanceInfo {
+	p := ProvenanceInfo{BLAS: graph.BLASName(), GoVersion: runtime.Version(), GitRev: "unknown"}
+	for _, s := range settings {
+		switch s.Key {
+		case "vcs.revision":
+			p.GitRev = s.Value
+		case "vcs.modified":
+			p.Dirty = s.Value == "true"
+		}
+	}
+	if p.GitRev != "unknown" {
+		return p
+	}
+	if rev, dirty, ok := gitRev(); ok {
+		p.GitRev, p.Dirty = rev, dirty
+	}
+	return p
+}
+
+// workingTreeRev is the working directory's HEAD and whether it has
+// uncommitted changes; ok is false outside a checkout or without git.
+func workingTreeRev() (rev string, dirty, ok bool) {
+	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		return "", false, false
+	}
+	if st, err := exec.Command("git", "status", "--porcelain").Output(); err == nil {
+		dirty = len(strings.TrimSpace(string(st))) > 0
+	}
+	return strings.TrimSpace(string(out)), dirty, true
 }
 
 // String is "BLAS ..., go1.x, git <rev>[-dirty]".

@@ -1,0 +1,32 @@
+package trainer
+
+import (
+	"runtime/debug"
+	"testing"
+)
+
+// TestProvenanceFrom: the revision stamped into the binary wins over the
+// working directory's (which may have moved since the build); without a
+// stamp the working directory's is used; without either it is "unknown".
+func TestProvenanceFrom(t *testing.T) {
+	tree := func() (string, bool, bool) { return "tree-rev", true, true }
+	none := func() (string, bool, bool) { return "", false, false }
+	stamped := []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "built-rev"}, {Key: "vcs.modified", Value: "false"}}
+	for _, c := range []struct {
+		name     string
+		settings []debug.BuildSetting
+		tree     func() (string, bool, bool)
+		rev      string
+		dirty    bool
+	}{
+		{"stamped binary, moved checkout", stamped, tree, "built-rev", false},
+		{"stamped dirty build", []debug.BuildSetting{{Key: "vcs.revision", Value: "r"}, {Key: "vcs.modified", Value: "true"}}, none, "r", true},
+		{"go run", nil, tree, "tree-rev", true},
+		{"no git", nil, none, "unknown", false},
+	} {
+		p := provenanceFrom(c.settings, c.tree)
+		if p.GitRev != c.rev || p.Dirty != c.dirty || p.GoVersion == "" || p.BLAS == "" {
+			t.Errorf("%s: %+v, want rev %s dirty %v", c.name, p, c.rev, c.dirty)
+		}
+	}
+}
