@@ -227,3 +227,18 @@ func TestOpsFloat32Gradients(t *testing.T) {
 		})
 	}
 }
+
+// TestCopyFloat32s writes float32 values into float32 and float64 tensors.
+func TestCopyFloat32s(t *testing.T) {
+	x := []float32{1.5, -2, 0.25}
+	d32 := tensor.New(tensor.WithShape(3), tensor.Of(tensor.Float32))
+	d64 := tensor.New(tensor.WithShape(3), tensor.Of(tensor.Float64))
+	CopyFloat32s(d32, x)
+	CopyFloat32s(d64, x)
+	if got := ToFloat64s(d32); got[0] != 1.5 || got[1] != -2 || got[2] != 0.25 {
+		t.Fatalf("float32: %v", got)
+	}
+	if got := ToFloat64s(d64); got[0] != 1.5 || got[1] != -2 || got[2] != 0.25 {
+		t.Fatalf("float64: %v", got)
+	}
+}

@@ -291,6 +291,21 @@ func fromFloat64(dt tensor.Dtype, shape tensor.Shape, data []float64) *tensor.De
 	panic("graph: unsupported dtype " + dt.String())
 }
 
+// CopyFloat32s writes x into the float32 or float64 tensor d (converted),
+// in place: host batches of float32 inputs (image patches, node features)
+// into the value a graph input is bound to. d must hold at least len(x)
+// elements; another dtype is left unchanged.
+func CopyFloat32s(d *tensor.Dense, x []float32) {
+	switch v := d.Data().(type) {
+	case []float32:
+		copy(v, x)
+	case []float64:
+		for i, f := range x {
+			v[i] = float64(f)
+		}
+	}
+}
+
 // FromFloat64s returns a new tensor of dtype dt and the given shape holding
 // data (converted). It panics on a dtype other than Float32 or Float64.
 func FromFloat64s(dt tensor.Dtype, shape tensor.Shape, data []float64) *tensor.Dense {

@@ -11,6 +11,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/rpe-go/rpe/experiments/gocode"
+	"github.com/rpe-go/rpe/experiments/trainer"
 	"github.com/rpe-go/rpe/graph"
 	"github.com/rpe-go/rpe/layers"
 	"github.com/rpe-go/rpe/posenc"
@@ -258,7 +259,7 @@ func Evaluate(p *graph.Params, anchors []Anchor, s EvalSpec) (Result, error) {
 		v := f.logits.Shape()[1]
 		for i := 0; i < n*l; i++ {
 			buf = rowFloat64(f.logits.Value(), i, v, buf)
-			lp := logSoftmaxAt(buf, tgts[i])
+			lp := trainer.LogSoftmaxAt(buf, tgts[i])
 			nats -= lp
 			if i%l >= l-s.LastN {
 				natsLast -= lp
@@ -288,17 +289,4 @@ func rowFloat64(val G.Value, i, v int, buf []float64) []float64 {
 		copy(buf, d[i*v:(i+1)*v])
 	}
 	return buf
-}
-
-// logSoftmaxAt returns log softmax(logits)[k] in float64.
-func logSoftmaxAt(logits []float64, k int) float64 {
-	m := math.Inf(-1)
-	for _, x := range logits {
-		m = math.Max(m, x)
-	}
-	var s float64
-	for _, x := range logits {
-		s += math.Exp(x - m)
-	}
-	return logits[k] - m - math.Log(s)
 }

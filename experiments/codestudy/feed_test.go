@@ -8,6 +8,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/rpe-go/rpe/experiments/gocode"
+	"github.com/rpe-go/rpe/experiments/trainer"
 	"github.com/rpe-go/rpe/graph"
 	"github.com/rpe-go/rpe/layers"
 	"github.com/rpe-go/rpe/posenc"
@@ -42,7 +43,7 @@ func constNats(t *testing.T, p *graph.Params, model layers.Config, b, l, numRel 
 	var nats float64
 	buf := make([]float64, 256)
 	for i, y := range tgts {
-		nats -= logSoftmaxAt(rowFloat64(logits.Value(), i, 256, buf), y)
+		nats -= trainer.LogSoftmaxAt(rowFloat64(logits.Value(), i, 256, buf), y)
 	}
 	return nats
 }

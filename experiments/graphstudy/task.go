@@ -200,10 +200,10 @@ func (in *inputs) fill(bt *graphdata.Batch) error {
 		return errors.Errorf("graph task: batch of %d graphs of %d nodes for a model of %d x %d", bt.B, bt.N, in.b, in.n)
 	}
 	in.lastBatch = bt
-	copyInto(in.xT, bt.X)
-	copyInto(in.maskT, bt.Mask)
+	graph.CopyFloat32s(in.xT, bt.X)
+	graph.CopyFloat32s(in.maskT, bt.Mask)
 	if in.lapT != nil {
-		copyInto(in.lapT, bt.LapPE)
+		graph.CopyFloat32s(in.lapT, bt.LapPE)
 	}
 	copy(in.labels, bt.Labels)
 	for _, c := range []struct {
@@ -276,18 +276,6 @@ func padBatch(bt *graphdata.Batch, n int) (*graphdata.Batch, error) {
 		}
 	}
 	return &out, nil
-}
-
-// copyInto writes x into d (float32 or float64).
-func copyInto(d *tensor.Dense, x []float32) {
-	switch v := d.Data().(type) {
-	case []float32:
-		copy(v, x)
-	case []float64:
-		for i, f := range x {
-			v[i] = float64(f)
-		}
-	}
 }
 
 func (t *Task) batchOptions() graphdata.BatchOptions {

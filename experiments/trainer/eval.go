@@ -98,8 +98,9 @@ func (e *Evaluator) forward(ids []int, row func(i int, logits []float64) error) 
 	return nil
 }
 
-// logSoftmaxAt returns log softmax(logits)[k], computed in float64.
-func logSoftmaxAt(logits []float64, k int) float64 {
+// LogSoftmaxAt returns log softmax(logits)[k], computed in float64 with
+// the maximum subtracted (stable for any finite logits).
+func LogSoftmaxAt(logits []float64, k int) float64 {
 	m := math.Inf(-1)
 	for _, x := range logits {
 		m = math.Max(m, x)
@@ -236,7 +237,7 @@ func (e *Evaluator) Score(text []byte, lastNs []int, maxWindows int) ([]Score, e
 			if j < w.from {
 				return nil
 			}
-			nll := -logSoftmaxAt(logits, int(text[w.start+j+1]))
+			nll := -LogSoftmaxAt(logits, int(text[w.start+j+1]))
 			for k := range out {
 				if j >= lo[k] {
 					out[k].Nats += nll

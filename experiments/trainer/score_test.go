@@ -66,7 +66,7 @@ func oldScoreWindows(p *graph.Params, model layers.Config, text []byte, le, last
 				default:
 					return all, last, errors.Errorf("logits of type %T", d)
 				}
-				nll := -logSoftmaxAt(row, int(text[w*le+j+1]))
+				nll := -LogSoftmaxAt(row, int(text[w*le+j+1]))
 				all.Nats += nll
 				all.Tokens++
 				if j >= le-lastN {

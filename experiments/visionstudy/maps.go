@@ -90,7 +90,7 @@ func AttentionMaps(p *graph.Params, vit layers.ViTConfig, ds *images.Dataset, i,
 		return nil, err
 	}
 	xT := tensor.New(tensor.WithShape(1, t, pd), tensor.Of(p.Dtype()))
-	copyInto(xT, x)
+	graph.CopyFloat32s(xT, x)
 	xN := G.NewTensor(g, p.Dtype(), 3, G.WithShape(1, t, pd), G.WithName("vit_patches"), G.WithValue(xT))
 	if _, err := m.Fwd(xN, rows, cols); err != nil {
 		return nil, err

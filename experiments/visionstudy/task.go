@@ -114,23 +114,11 @@ func (t *Task) Next() error {
 	if err := t.batcher.Next(t.x, t.labels); err != nil {
 		return err
 	}
-	copyInto(t.xT, t.x)
+	graph.CopyFloat32s(t.xT, t.x)
 	if err := G.Let(t.xN, t.xT); err != nil {
 		return errors.Wrap(err, "vision task: binding patches")
 	}
 	return errors.Wrap(G.Let(t.yN, t.yT), "vision task: binding labels")
-}
-
-// copyInto writes x into d (float32 or float64).
-func copyInto(d *tensor.Dense, x []float32) {
-	switch v := d.Data().(type) {
-	case []float32:
-		copy(v, x)
-	case []float64:
-		for i, f := range x {
-			v[i] = float64(f)
-		}
-	}
 }
 
 // State implements trainer.Task.
@@ -239,7 +227,7 @@ func Accuracy(p *graph.Params, vit layers.ViTConfig, ds *images.Dataset, norm im
 				return err
 			}
 			norm.Apply(x)
-			copyInto(xT, x)
+			graph.CopyFloat32s(xT, x)
 			if err := G.Let(xN, xT); err != nil {
 				return err
 			}
