@@ -249,3 +249,177 @@ func copeInterpDo[T float](op fmt.Stringer, res *buf, vs []G.Value, grad, wrtPos
 		return out, nil
 	}
 }
+
+// CoPEPositions computes the contextual positions of CoPE (Golovneva et
+// al. 2024) from attention logits x [..., Tq, Tk] (float32 or float64, rank
+// >= 2) of queries at positions qStart+i and keys at kStart+j:
+//
+//	g[..., i, j] = σ(scale·x[..., i, j]) if kStart+j <= qStart+i, else 0
+//	p[..., i, j] = Σ_{k=j..Tk-1} g[..., i, k]
+//
+// p has x's shape: the gates of the keys from key j to the query, a
+// reverse cumulative sum over the last axis (the paper's
+// gates.flip(-1).cumsum(-1).flip(-1), with the causal mask by position).
+// It fuses the sigmoid, the mask and the sum into one pass; the sigmoid is
+// computed in float64 as 1/(1+exp(-z)). The gradient is
+//
+//	dx[..., i, j] = scale·g(1-g)·Σ_{j'=0..j} dp[..., i, j']   (0 for masked keys)
+//
+// computed by a gradient op (copePositionsGrad) that has no derivative
+// itself. Errors (a nil, non-float or rank < 2 x, a scale that is not
+// finite) name the op.
+func CoPEPositions(x *G.Node, qStart, kStart int, scale float64) (*G.Node, error) {
+	if err := checkFloatNode("CoPEPositions", "x", x); err != nil {
+		return nil, err
+	}
+	if x.Dims() < 2 {
+		return nil, errors.Errorf("graph: CoPEPositions: x %v must be [..., Tq, Tk] of rank >= 2", x.Shape())
+	}
+	if math.IsNaN(scale) || math.IsInf(scale, 0) {
+		return nil, errors.Errorf("graph: CoPEPositions: scale %v is not finite (x %v)", scale, x.Shape())
+	}
+	return G.ApplyOp(&copePositionsOp{copePosAttrs: copePosAttrs{dims: x.Dims(), qStart: qStart, kStart: kStart, scale: scale}}, x)
+}
+
+// copePosAttrs are the attributes of CoPEPositions and of its gradient.
+type copePosAttrs struct {
+	dims           int
+	qStart, kStart int
+	scale          float64
+}
+
+func (a copePosAttrs) String() string {
+	return fmt.Sprintf("rank=%d, qStart=%d, kStart=%d, scale=%v", a.dims, a.qStart, a.kStart, a.scale)
+}
+
+// copePositionsOp: x [..., Tq, Tk] -> p [..., Tq, Tk].
+type copePositionsOp struct {
+	opBase
+	copePosAttrs
+	res buf
+}
+
+func (op *copePositionsOp) Arity() int { return 1 }
+func (op *copePositionsOp) Type() hm.Type {
+	return hm.NewFnType(floatT(op.dims), floatT(op.dims))
+}
+func (op *copePositionsOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
+	if len(in) != 1 {
+		return nil, errors.Errorf("graph: %v: expected 1 input, got %d", op, len(in))
+	}
+	s, ok := in[0].(tensor.Shape)
+	if !ok {
+		return nil, errors.Errorf("graph: %v: cannot infer the shape from %T", op, in[0])
+	}
+	return s.Clone(), nil
+}
+func (op *copePositionsOp) String() string {
+	return fmt.Sprintf("CoPEPositions{%v}", op.copePosAttrs)
+}
+func (op *copePositionsOp) WriteHash(h hash.Hash) { writeHash(h, op) }
+func (op *copePositionsOp) Hashcode() uint32      { return hashOf(op) }
+func (op *copePositionsOp) DiffWRT(int) []bool    { return []bool{true} }
+
+func (op *copePositionsOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
+	dx, err := G.ApplyOp(&copePositionsGradOp{copePosAttrs: op.copePosAttrs}, in[0], grad)
+	if err != nil {
+		return nil, err
+	}
+	return G.Nodes{dx}, nil
+}
+
+func (op *copePositionsOp) Do(vs ...G.Value) (G.Value, error) {
+	if len(vs) != 1 {
+		return nil, errors.Errorf("graph: %v: expected 1 input, got %d", op, len(vs))
+	}
+	return dispatch(op, op, vs,
+		func() (G.Value, error) { return copePositionsDo[float32](op, op.copePosAttrs, &op.res, vs) },
+		func() (G.Value, error) { return copePositionsDo[float64](op, op.copePosAttrs, &op.res, vs) })
+}
+
+// copePositionsGradOp: x, dp -> dx. A gradient op: no derivative.
+type copePositionsGradOp struct {
+	opBase
+	copePosAttrs
+	res buf
+}
+
+func (op *copePositionsGradOp) Arity() int { return 2 }
+func (op *copePositionsGradOp) Type() hm.Type {
+	return hm.NewFnType(floatT(op.dims), floatT(op.dims), floatT(op.dims))
+}
+func (op *copePositionsGradOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
+	xs, _, err := twoShapes(op, in)
+	if err != nil {
+		return nil, err
+	}
+	return xs.Clone(), nil
+}
+func (op *copePositionsGradOp) String() string {
+	return fmt.Sprintf("copePositionsGrad{%v}", op.copePosAttrs)
+}
+func (op *copePositionsGradOp) WriteHash(h hash.Hash) { writeHash(h, op) }
+func (op *copePositionsGradOp) Hashcode() uint32      { return hashOf(op) }
+func (op *copePositionsGradOp) DiffWRT(int) []bool    { return []bool{false, false} }
+func (op *copePositionsGradOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
+	return nil, noSecondDerivative(op)
+}
+
+func (op *copePositionsGradOp) Do(vs ...G.Value) (G.Value, error) {
+	if len(vs) != 2 {
+		return nil, errors.Errorf("graph: %v: expected 2 inputs, got %d", op, len(vs))
+	}
+	return dispatch(op, op, vs,
+		func() (G.Value, error) { return copePositionsDo[float32](op, op.copePosAttrs, &op.res, vs) },
+		func() (G.Value, error) { return copePositionsDo[float64](op, op.copePosAttrs, &op.res, vs) })
+}
+
+// copePositionsDo runs CoPEPositions (vs = x) or its gradient (vs = x, dp)
+// into res.
+func copePositionsDo[T float](op fmt.Stringer, a copePosAttrs, res *buf, vs []G.Value) (G.Value, error) {
+	var name any = op
+	xs := vs[0].Shape()
+	if len(xs) != a.dims || len(xs) < 2 {
+		return nil, errors.Errorf("graph: %v: x has shape %v", op, xs)
+	}
+	x, err := floats[T](name, vs[0])
+	if err != nil {
+		return nil, err
+	}
+	var dp []T
+	if len(vs) == 2 {
+		if err := checkShape(name, "gradient", vs[1], xs); err != nil {
+			return nil, err
+		}
+		if dp, err = floats[T](name, vs[1]); err != nil {
+			return nil, err
+		}
+	}
+	tq, tk := xs[len(xs)-2], xs[len(xs)-1]
+	out, y := bufFor[T](res, xs)
+	sc := a.scale
+	parallelFor(len(x)/tk, 8*tk, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			// keys 0..nv-1 are visible from query i: kStart+j <= qStart+i
+			nv := min(max(a.qStart+r%tq-a.kStart+1, 0), tk)
+			xr, yr := x[r*tk:(r+1)*tk], y[r*tk:(r+1)*tk]
+			clear(yr[nv:])
+			if dp == nil {
+				var acc T
+				for j := nv - 1; j >= 0; j-- {
+					acc += T(1 / (1 + math.Exp(-sc*float64(xr[j]))))
+					yr[j] = acc
+				}
+				continue
+			}
+			dr := dp[r*tk : (r+1)*tk]
+			var acc T
+			for j := 0; j < nv; j++ {
+				acc += dr[j]
+				g := 1 / (1 + math.Exp(-sc*float64(xr[j])))
+				yr[j] = T(sc*g*(1-g)) * acc
+			}
+		}
+	})
+	return out, nil
+}

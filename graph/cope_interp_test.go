@@ -190,3 +190,97 @@ func TestCoPEInterpErrors(t *testing.T) {
 		}
 	}
 }
+
+// refCoPEPositions is CoPEPositions element by element: the sum of the
+// visible gates from key j to the end of the row, and dx for an output
+// gradient dp.
+func refCoPEPositions(x, dp []float64, tq, tk, qStart, kStart int, scale float64) (p, dx []float64) {
+	p, dx = make([]float64, len(x)), make([]float64, len(x))
+	for r := 0; r < len(x)/tk; r++ {
+		i := r % tq
+		for j := 0; j < tk; j++ {
+			for k := j; k < tk; k++ {
+				if kStart+k <= qStart+i {
+					p[r*tk+j] += 1 / (1 + math.Exp(-scale*x[r*tk+k]))
+				}
+			}
+			if kStart+j <= qStart+i {
+				g := 1 / (1 + math.Exp(-scale*x[r*tk+j]))
+				for jj := 0; jj <= j; jj++ {
+					dx[r*tk+j] += scale * g * (1 - g) * dp[r*tk+jj]
+				}
+			}
+		}
+	}
+	return p, dx
+}
+
+// TestCoPEPositions checks the positions and their gradient against the
+// element-by-element reference and central differences (float64) for
+// self-attention, offsets, memory spans (Tk > Tq, keys after some queries),
+// a query before every key, and float32 against float64.
+func TestCoPEPositions(t *testing.T) {
+	cases := []struct {
+		name           string
+		shape          []int
+		qStart, kStart int
+		scale          float64
+	}{
+		{"self rank 2", []int{5, 5}, 0, 0, 0.5},
+		{"self rank 4", []int{2, 2, 4, 4}, 3, 3, 1},
+		{"memory", []int{2, 3, 7}, 6, 2, 0.7},
+		{"queries before some keys", []int{1, 3, 4}, 0, 1, 2},
+		{"cross tq > tk", []int{2, 6, 3}, 0, 0, 1},
+	}
+	for ci, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rng := rand.New(rand.NewSource(int64(30 + ci)))
+			tq, tk := c.shape[len(c.shape)-2], c.shape[len(c.shape)-1]
+			xv := randDense(rng, tensor.Float64, 2, c.shape...)
+			wv := randDense(rng, tensor.Float64, 1, c.shape...)
+			var got [2][2][]float64
+			for di, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
+				g := G.NewGraph()
+				x := input(g, "x", FromFloat64s(dt, tensor.Shape(c.shape), ToFloat64s(xv)))
+				p := must(t)(CoPEPositions(x, c.qStart, c.kStart, c.scale))
+				loss := must(t)(G.Sum(must(t)(BroadcastMul(p, input(g, "w", FromFloat64s(dt, tensor.Shape(c.shape), ToFloat64s(wv)))))))
+				grads, err := G.Grad(loss, x)
+				if err != nil {
+					t.Fatal(err)
+				}
+				run(t, g)
+				got[di] = [2][]float64{ToFloat64s(p.Value()), ToFloat64s(grads[0].Value())}
+			}
+			wantP, wantDX := refCoPEPositions(ToFloat64s(xv), ToFloat64s(wv), tq, tk, c.qStart, c.kStart, c.scale)
+			checkClose(t, "positions", got[0][0], wantP, 1e-13, 1e-13)
+			checkClose(t, "dx", got[0][1], wantDX, 1e-13, 1e-13)
+			checkClose(t, "positions float32", got[1][0], wantP, 1e-5, 1e-5)
+			checkClose(t, "dx float32", got[1][1], wantDX, 1e-5, 1e-5)
+			g := G.NewGraph()
+			x := input(g, "x", xv)
+			p := must(t)(CoPEPositions(x, c.qStart, c.kStart, c.scale))
+			gradCheck(t, g, must(t)(G.Sum(must(t)(BroadcastMul(p, input(g, "w", wv))))), x)
+		})
+	}
+}
+
+// TestCoPEPositionsErrors: bad inputs are errors naming the op.
+func TestCoPEPositionsErrors(t *testing.T) {
+	g := G.NewGraph()
+	x := G.NewTensor(g, tensor.Float64, 2, G.WithShape(3, 3), G.WithName("x"))
+	for _, c := range []struct {
+		name  string
+		x     *G.Node
+		scale float64
+	}{
+		{"nil", nil, 1},
+		{"rank 1", G.NewTensor(g, tensor.Float64, 1, G.WithShape(3), G.WithName("x1")), 1},
+		{"int", G.NewTensor(g, tensor.Int, 2, G.WithShape(3, 3), G.WithName("xi")), 1},
+		{"NaN scale", x, math.NaN()},
+		{"infinite scale", x, math.Inf(1)},
+	} {
+		if _, err := CoPEPositions(c.x, 0, 0, c.scale); err == nil || !strings.Contains(err.Error(), "CoPEPositions") {
+			t.Errorf("%s: error %v, want one naming CoPEPositions", c.name, err)
+		}
+	}
+}

@@ -42,9 +42,13 @@ func init() {
 // the paper's o added to the scaled logits (its appendix code adds it after
 // the division). The gates need the scaled logits before the softmax, which
 // the ScoreTermer hook does not see, so q·kᵀ is computed a second time
-// inside the hook (one more batched product of the attention's size). The
-// gates use 1/√dh whatever the attention's scale (a Scaler combined with
-// cope does not change them).
+// inside the hook (one more batched product of the attention's size); the
+// sigmoid, the mask and the reverse cumulative sum are one op
+// (graph.CoPEPositions), the clamp and the interpolation another
+// (graph.CoPEInterp). The gates use 1/√dh whatever the attention's scale
+// (a Scaler combined with cope does not change them). One training step of
+// the reference model (d = 128, 4 heads, 2 layers, batch 32 × 64, float32)
+// takes about 1.4 times rope's.
 //
 // Conventions, checked against the authors' code (facebookresearch/RAM,
 // projects/cope/src/cope/context_position.py): the table e is per layer
@@ -93,33 +97,6 @@ func (e *CoPE) Name() string { return CoPEName }
 // CausalOnly implements CausalOnly: true.
 func (e *CoPE) CausalOnly() bool { return true }
 
-// copeConst holds a span's host constants: the visibility mask [Tq, Tk]
-// and the reverse-cumsum matrix U [Tk, Tk], U[k, j] = 1 for k >= j.
-type copeConst struct{ mask, upper []float64 }
-
-// copeConstants is shared by every CoPE value: the tables depend only on
-// the span.
-var copeConstants tableCache[Span, copeConst]
-
-func copeConstantsOf(s Span) (copeConst, error) {
-	return copeConstants.get(s, func() (copeConst, error) {
-		c := copeConst{mask: make([]float64, s.TQ*s.TK), upper: make([]float64, s.TK*s.TK)}
-		for i := 0; i < s.TQ; i++ {
-			for j := 0; j < s.TK; j++ {
-				if s.KStart+j <= s.QStart+i {
-					c.mask[i*s.TK+j] = 1
-				}
-			}
-		}
-		for k := 0; k < s.TK; k++ {
-			for j := 0; j <= k; j++ {
-				c.upper[k*s.TK+j] = 1
-			}
-		}
-		return c, nil
-	})
-}
-
 // ScoreTerms implements ScoreTermer: terms [B, H, TQ, TK] = √dh·o (o with
 // Divide), from q [B, H, TQ, dh] and k [B, H, TK, dh]; the table
 // "<s.Prefix>/cope_emb" [dh, NPos] is created on first use (zeros). Returns
@@ -144,20 +121,11 @@ func (e *CoPE) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 	fail := func(err error, what string) error {
 		return errors.Wrapf(err, "posenc cope: %s (q %v, k %v)", what, qs, ks)
 	}
-	c, err := copeConstantsOf(s.Span)
-	if err != nil {
-		return nil, err
-	}
-	dt := s.Dtype()
-	constant := func(name string, data []float64, shape ...int) *G.Node {
-		return G.NewTensor(s.G, dt, len(shape), G.WithShape(shape...), G.WithName(graph.UniqueName(s.G, name)),
-			G.WithValue(graph.FromFloat64s(dt, tensor.Shape(shape), data)))
-	}
 	emb, err := s.Params.Node(s.G, s.Prefix+"/cope_emb", tensor.Shape{dh, e.NPos}, graph.Zeros, false)
 	if err != nil {
 		return nil, err
 	}
-	// gates g = σ(q·kᵀ/√dh) ⊙ visible: [B*H, Tq, Tk]
+	// positions p = Σ_{k>=j} σ(q·kᵀ/√dh) over the visible keys: [B*H*Tq, Tk]
 	q3, err := graph.Reshape(q, b*h, tq, dh)
 	if err != nil {
 		return nil, fail(err, "q")
@@ -170,23 +138,9 @@ func (e *CoPE) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 	if err != nil {
 		return nil, fail(err, "q·kᵀ")
 	}
-	if logits, err = graph.Scale(logits, 1/math.Sqrt(float64(dh))); err != nil {
-		return nil, fail(err, "scale")
-	}
-	gates, err := G.Sigmoid(logits)
+	pos, err := graph.CoPEPositions(logits, s.QStart, s.KStart, 1/math.Sqrt(float64(dh)))
 	if err != nil {
-		return nil, fail(err, "gates")
-	}
-	if gates, err = graph.BroadcastMul(gates, constant("cope_visible", c.mask, tq, tk)); err != nil {
-		return nil, fail(err, "gate mask")
-	}
-	// p = g·U, the sums over k = j..Tk-1: [1, B*H*Tq, Tk]
-	if gates, err = graph.Reshape(gates, 1, b*h*tq, tk); err != nil {
-		return nil, fail(err, "gates")
-	}
-	pos, err := G.BatchedMatMul(gates, constant("cope_upper", c.upper, 1, tk, tk))
-	if err != nil {
-		return nil, fail(err, "cumulative sum")
+		return nil, fail(err, "positions")
 	}
 	if pos, err = graph.Reshape(pos, b*h*tq, tk); err != nil {
 		return nil, fail(err, "positions")

@@ -96,10 +96,7 @@ func TestCoPETerms(t *testing.T) {
 			w := randVecN(rng, c.b*c.h*c.span.TQ*c.span.TK, 1)
 			got, _ := copeTermsAndGrads(t, c.o, c.span, c.b, c.h, c.dh, q, k, emb, w)
 			want := refCoPETerms(q, k, emb, c.b, c.h, c.dh, npos, c.span, c.o.CopeDivide)
-			// 1e-7: Gorgonia's Sigmoid returns exactly 1 above 19
-			// (float64), 5.6e-9 from σ, which the saturated gates of
-			// "clamped" reach.
-			closeTo(t, c.name, got, want, 1e-7)
+			closeTo(t, c.name, got, want, 1e-12)
 			if !c.checkGrad {
 				return
 			}
