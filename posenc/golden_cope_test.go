@@ -29,21 +29,19 @@ func TestGoldenCoPE(t *testing.T) {
 			}
 			b, h, dh, npos := atoi("B"), atoi("H"), atoi("dh"), atoi("npos")
 			span := posenc.Span{QStart: atoi("q_start"), TQ: atoi("tq"), KStart: atoi("k_start"), TK: atoi("tk")}
-			terms, grads := copeTermsAndGrads(t, posenc.Options{CopeNPos: npos, CopeDivide: atoi("divide") == 1},
-				span, b, h, dh, gc.floats["q"], gc.floats["k"], gc.floats["emb"], gc.floats["w"])
-			closeTo(t, name+" terms", terms, gc.floats["terms"], 1e-5)
-			closeTo(t, name+" grad/q", grads[0], gc.floats["grad/q"], 1e-5)
-			closeTo(t, name+" grad/k", grads[1], gc.floats["grad/k"], 1e-5)
-			closeTo(t, name+" grad/emb", grads[2], gc.floats["grad/emb"], 1e-5)
+			g, terms, wrt := copeGraph(t, posenc.Options{CopeNPos: npos, CopeDivide: atoi("divide") == 1},
+				span, b, h, dh, gc.floats["q"], gc.floats["k"], gc.floats["emb"])
+			golden := map[string]string{"q": "grad/q", "k": "grad/k", "block0/attn/cope_emb": "grad/emb"}
+			checkBiasGolden(t, g, terms, wrt, gc.floats["w"], gc.floats["terms"], func(n string) []float64 { return gc.floats[golden[n]] })
 		})
 	}
 }
 
-// copeTermsAndGrads builds cope's ScoreTerms at a causal site of the span in
-// float64 from q [b, h, TQ, dh], k [b, h, TK, dh] and the table emb
-// [dh, npos] (nil: the zero init), and returns the terms and the gradients
-// of sum(terms ⊙ w) w.r.t. q, k and the table.
-func copeTermsAndGrads(t *testing.T, o posenc.Options, span posenc.Span, b, h, dh int, q, k, emb, w []float64) ([]float64, [][]float64) {
+// copeGraph builds cope's ScoreTerms at a causal site of the span, prefix
+// "block0/attn", in a float64 graph from q [b, h, TQ, dh], k [b, h, TK, dh]
+// and the table emb [dh, npos], and returns the graph, the terms and the
+// nodes q, k and the table.
+func copeGraph(t *testing.T, o posenc.Options, span posenc.Span, b, h, dh int, q, k, emb []float64) (*G.ExprGraph, *G.Node, G.Nodes) {
 	t.Helper()
 	enc, err := posenc.New(posenc.CoPEName, o)
 	if err != nil {
@@ -64,28 +62,8 @@ func copeTermsAndGrads(t *testing.T, o posenc.Options, span posenc.Span, b, h, d
 	if err != nil {
 		t.Fatal(err)
 	}
-	if emb != nil {
-		if err := p.Set("block0/attn/cope_emb", emb); err != nil {
-			t.Fatal(err)
-		}
-	}
-	loss := G.Must(G.Sum(G.Must(G.HadamardProd(terms, mk("w", w, b, h, span.TQ, span.TK)))))
-	wrt := append(G.Nodes{qn, kn}, p.Nodes(g)...)
-	if _, err := G.Grad(loss, wrt...); err != nil {
+	if err := p.Set("block0/attn/cope_emb", emb); err != nil {
 		t.Fatal(err)
 	}
-	m := G.NewTapeMachine(g, G.BindDualValues(wrt...))
-	defer m.Close()
-	if err := m.RunAll(); err != nil {
-		t.Fatal(err)
-	}
-	var grads [][]float64
-	for _, n := range wrt {
-		gv, err := n.Grad()
-		if err != nil {
-			t.Fatal(err)
-		}
-		grads = append(grads, graph.ToFloat64s(gv))
-	}
-	return graph.ToFloat64s(terms.Value()), grads
+	return g, terms, append(G.Nodes{qn, kn}, p.Nodes(g)...)
 }
