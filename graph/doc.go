@@ -28,6 +28,10 @@
 //	GatherRel(m, idx, tq, tk)       m [..., Tq, R] -> [..., Tq, Tk] by host indices (relative lookups, bias tables)
 //	TableBias(table, ids)           table [R, H], ids tensor.Int [B, Tq, Tk] -> bias [B, H, Tq, Tk]; ids rebindable
 //	                                (per-example graph and syntax-tree relations, one graph for every batch)
+//	CoPEInterp(table, pos)          table [..., P], pos [..., K] -> [..., K]: table read at clamp(pos, 0, P-1) by linear
+//	                                interpolation (CoPE); gradients w.r.t. both, as PyTorch's autograd of the paper's code
+//	CoPEPositions(x, qs, ks, scale) x [..., Tq, Tk] -> CoPE's positions Σ_{k>=j} σ(scale·x_ik) over the keys visible
+//	                                by position (ks+k <= qs+i): sigmoid, causal mask and reverse cumulative sum in one op
 //	DepthwiseConv(x, w, b, nbr)     x [B, T, d], w [K, d], b [d]: per-channel sum over each token's K neighbours
 //	                                (host table nbr [T*K], -1 = empty cell); CPE's convolution on any grid
 //

@@ -89,7 +89,7 @@
 // (sorted), Registered describes each (kind, learnable, evaluation-only
 // variant of which base, positions served) in the table order none,
 // sinusoidal, learned, shaw, shaw-scalar, t5, xl, deberta, rope, alibi,
-// kerple-log, kerple-power, sandwich, fire, dpb, xpos, rope-pi, rope-ntk,
+// kerple-log, kerple-power, sandwich, fire, dpb, xpos, cope, rope-pi, rope-ntk,
 // rope-dynamic, rope-yarn, rope-llama3, learned-2d, sinusoidal-2d, swin,
 // swin-log, alibi-2d, rope-2d, rope-mixed, cpe, graphormer-spatial,
 // graphormer-centrality, tree; Trainable lists the

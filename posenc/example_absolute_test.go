@@ -28,5 +28,5 @@ func ExampleNew() {
 	fmt.Println(err)
 	// Output:
 	// alibi <nil>
-	// posenc: unknown encoding "rotary" (valid: alibi, alibi-2d, cpe, deberta, dpb, fire, graphormer-centrality, graphormer-spatial, kerple-log, kerple-power, learned, learned-2d, none, rope, rope-2d, rope-dynamic, rope-llama3, rope-mixed, rope-ntk, rope-pi, rope-yarn, sandwich, shaw, shaw-scalar, sinusoidal, sinusoidal-2d, swin, swin-log, t5, tree, xl, xpos, or several joined by "+")
+	// posenc: unknown encoding "rotary" (valid: alibi, alibi-2d, cope, cpe, deberta, dpb, fire, graphormer-centrality, graphormer-spatial, kerple-log, kerple-power, learned, learned-2d, none, rope, rope-2d, rope-dynamic, rope-llama3, rope-mixed, rope-ntk, rope-pi, rope-yarn, sandwich, shaw, shaw-scalar, sinusoidal, sinusoidal-2d, swin, swin-log, t5, tree, xl, xpos, or several joined by "+")
 }

@@ -300,6 +300,18 @@ type Options struct {
 	// (HF truncate=False): lo and hi are used unrounded. Default false:
 	// lo = floor, hi = ceil, as HF's default truncate=True.
 	YarnNoTruncate bool
+
+	// -- CoPE options (issue #15) --
+
+	// CopeNPos is cope's npos_max, the number of positions of its table
+	// "<prefix>/cope_emb" [dh, npos]: contextual positions above npos-1 read
+	// the last column (default 64, the reference training length; the
+	// authors' code uses the block size + 1). Negative is an error.
+	CopeNPos int `opt:"cope-npos"`
+	// CopeDivide adds cope's position logits before the division by √dh,
+	// as the authors' released code does by default, instead of after it,
+	// as the paper's appendix (default false: the paper's).
+	CopeDivide bool
 }
 
 // DefaultSinusoidalScale is the default SinusoidalScale of a model of width
@@ -380,6 +392,9 @@ func (o Options) Defaults() Options {
 	deff(&o.XPosScaleBase, 512)
 	deff(&o.Llama3LowFreqFactor, 1)
 	deff(&o.Llama3HighFreqFactor, 4)
+
+	// -- CoPE defaults --
+	def(&o.CopeNPos, 64)
 	return o
 }
 
@@ -450,7 +465,7 @@ var tableOrder = []string{
 	"none", "sinusoidal", "learned",
 	"shaw", "shaw-scalar", "t5", "xl", "deberta",
 	"rope", "alibi",
-	"kerple-log", "kerple-power", "sandwich", "fire", "dpb", "xpos",
+	"kerple-log", "kerple-power", "sandwich", "fire", "dpb", "xpos", "cope",
 	RopePI, RopeNTK, RopeDynamic, RopeYaRN, "rope-llama3",
 	"learned-2d", "sinusoidal-2d", "swin", "swin-log", "alibi-2d", "rope-2d", "rope-mixed", "cpe",
 	"graphormer-spatial", "graphormer-centrality", "tree",
@@ -459,7 +474,7 @@ var tableOrder = []string{
 // Registered returns the Info of every registered encoding in a stable
 // table order: none, sinusoidal, learned, shaw, shaw-scalar, t5, xl,
 // deberta, rope, alibi, the later 1-D encodings (kerple-log, kerple-power,
-// sandwich, fire, dpb, xpos), the RoPE scalings rope-pi, rope-ntk,
+// sandwich, fire, dpb, xpos, cope), the RoPE scalings rope-pi, rope-ntk,
 // rope-dynamic, rope-yarn, rope-llama3, then the 2-D encodings and the
 // structural ones (tableOrder).
 func Registered() []Info {

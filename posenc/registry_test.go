@@ -27,7 +27,7 @@ func TestRegistered(t *testing.T) {
 	}
 	wantOrder := []string{"none", "sinusoidal", "learned", "shaw", "shaw-scalar", "t5", "xl", "deberta", "rope", "alibi"}
 	// The later encodings follow, in posenc's table order, as they are registered.
-	for _, n := range []string{"kerple-log", "kerple-power", "sandwich", "fire", "dpb", "xpos",
+	for _, n := range []string{"kerple-log", "kerple-power", "sandwich", "fire", "dpb", "xpos", "cope",
 		"rope-pi", "rope-ntk", "rope-dynamic", "rope-yarn", "rope-llama3",
 		"learned-2d", "sinusoidal-2d", "swin", "swin-log", "alibi-2d", "rope-2d", "rope-mixed", "cpe",
 		"graphormer-spatial", "graphormer-centrality", "tree"} {
