@@ -2,6 +2,7 @@ package viz
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/pkg/errors"
 	G "gorgonia.org/gorgonia"
@@ -199,4 +200,41 @@ func RelMatrix(span posenc.Span, f func(rel int) float64) (Matrix, error) {
 		}
 	}
 	return m, nil
+}
+
+// CoPEPositions returns CoPE's contextual positions p_ij [TQ, TK] (Golovneva
+// et al. 2024; see posenc.CoPE) for the queries q [TQ*dh] and keys
+// k [TK*dh] (row-major, one row per token) of one head of width dh placed
+// at span: the gates σ(q_i·k_j/√dh) of the keys visible from each query,
+// summed from key j to the query (0 for a masked key). It runs cope's own
+// op (graph.CoPEPositions) on the host-computed logits, so it shows the
+// positions a trained layer would count, without the clamp to CopeNPos-1.
+// X0 = span.KStart and Y0 = span.QStart. It returns an error if dh is not
+// positive or q and k are not whole rows of the span's lengths.
+func CoPEPositions(q, k []float64, dh int, span posenc.Span) (Matrix, error) {
+	if dh <= 0 || span.TQ <= 0 || span.TK <= 0 || len(q) != span.TQ*dh || len(k) != span.TK*dh {
+		return Matrix{}, errors.Errorf("viz: CoPE positions of q [%d] and k [%d] with dh %d over TQ=%d TK=%d, want q [TQ*dh] and k [TK*dh] with positive lengths", len(q), len(k), dh, span.TQ, span.TK)
+	}
+	logits := make([]float64, span.TQ*span.TK)
+	for i := 0; i < span.TQ; i++ {
+		for j := 0; j < span.TK; j++ {
+			s := 0.0
+			for c := 0; c < dh; c++ {
+				s += q[i*dh+c] * k[j*dh+c]
+			}
+			logits[i*span.TK+j] = s
+		}
+	}
+	g := G.NewGraph()
+	x := G.NewTensor(g, tensor.Float64, 3, G.WithShape(1, span.TQ, span.TK), G.WithName("viz_logits"),
+		G.WithValue(tensor.New(tensor.WithShape(1, span.TQ, span.TK), tensor.WithBacking(logits))))
+	pos, err := graph.CoPEPositions(x, span.QStart, span.KStart, 1/math.Sqrt(float64(dh)))
+	if err != nil {
+		return Matrix{}, errors.WithMessage(err, "viz: CoPE positions")
+	}
+	v, err := runNode(g, pos)
+	if err != nil {
+		return Matrix{}, errors.WithMessage(err, "viz: CoPE positions")
+	}
+	return Matrix{Rows: span.TQ, Cols: span.TK, Data: v, X0: float64(span.KStart), Y0: float64(span.QStart)}, nil
 }

@@ -438,3 +438,45 @@ func mustNew(t *testing.T, name string) posenc.Encoding {
 	}
 	return e
 }
+
+// TestCoPEPositions: keys with a large positive logit are counted (gate
+// ≈ 1), the others not (gate ≈ 0), so p_ij counts the selected keys from
+// j to i; masked keys are 0; a memory span shifts the mask. Bad shapes are
+// errors.
+func TestCoPEPositions(t *testing.T) {
+	sel := []bool{true, false, true, true}
+	q := []float64{1, 1, 1, 1} // dh 1
+	k := make([]float64, len(sel))
+	for j, s := range sel {
+		k[j] = -60
+		if s {
+			k[j] = 60
+		}
+	}
+	m, err := CoPEPositions(q, k, 1, posenc.Span{TQ: 4, TK: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []float64{
+		1, 0, 0, 0,
+		1, 0, 0, 0,
+		2, 1, 1, 0,
+		3, 2, 2, 1,
+	}
+	for i, w := range want {
+		if math.Abs(m.Data[i]-w) > 1e-9 {
+			t.Fatalf("p[%d][%d] = %v, want %v (all %v)", i/4, i%4, m.Data[i], w, m.Data)
+		}
+	}
+	// one query at position 2 over keys 0..3: key 3 is after it
+	m, err = CoPEPositions(q[:1], k, 1, posenc.Span{QStart: 2, TQ: 1, TK: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Data; math.Abs(got[0]-2) > 1e-9 || math.Abs(got[1]-1) > 1e-9 || got[3] != 0 || m.Y0 != 2 {
+		t.Fatalf("memory span: p = %v (Y0 %v), want [2 1 1 0], Y0 2", got, m.Y0)
+	}
+	if _, err := CoPEPositions(q, k[:3], 1, posenc.Span{TQ: 4, TK: 4}); err == nil {
+		t.Fatal("3 keys for TK = 4: no error")
+	}
+}
