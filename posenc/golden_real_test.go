@@ -111,25 +111,35 @@ func TestGoldenReal(t *testing.T) {
 				closeTo(t, "bias", graph.ToFloat64s(bias.Value()), gc.floats["bias"], 1e-5)
 				return
 			}
-			nParams := 0
-			for k := range gc.floats {
-				if _, ok := gc.floats["grad_"+k]; ok {
-					nParams++
-				}
-			}
-			if len(learn) != nParams {
-				t.Fatalf("%d parameters %v; the golden case has %d", len(learn), p.Names(), nParams)
-			}
-			for _, n := range learn {
-				v, ok := gc.floats[golden(n.Name())]
-				if !ok {
-					t.Fatalf("parameter %s is not in the golden case", n.Name())
-				}
-				if err := p.Set(n.Name(), v); err != nil {
-					t.Fatal(err)
-				}
-			}
+			setGoldenParams(t, g, p, gc, golden)
 			checkBiasGolden(t, g, bias, learn, gc.floats["R"], gc.floats["bias"], func(n string) []float64 { return gc.floats["grad_"+golden(n)] })
 		})
 	}
+}
+
+// setGoldenParams sets every parameter of p (its nodes in g, returned) to
+// its value in the golden case, stored under golden(name); the case must
+// have as many parameters (tensors with a grad_ twin) as p.
+func setGoldenParams(t *testing.T, g *G.ExprGraph, p *graph.Params, gc goldenCase, golden func(string) string) G.Nodes {
+	t.Helper()
+	learn := p.Nodes(g)
+	nParams := 0
+	for k := range gc.floats {
+		if _, ok := gc.floats["grad_"+k]; ok {
+			nParams++
+		}
+	}
+	if len(learn) != nParams {
+		t.Fatalf("%d parameters %v; the golden case has %d", len(learn), p.Names(), nParams)
+	}
+	for _, n := range learn {
+		v, ok := gc.floats[golden(n.Name())]
+		if !ok {
+			t.Fatalf("parameter %s is not in the golden case", n.Name())
+		}
+		if err := p.Set(n.Name(), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return learn
 }
