@@ -191,9 +191,10 @@ BASE_CONFIG = dict(vocab=256, d=32, heads=4, layers=2, ff=64, B=2, T=8,
 # (testdata/golden/gen_golden_<group>.py), each with generate(out_dir) -> [(path, size)]: the 2-D
 # encodings of image patches, the graph and syntax-tree encodings, then the later 1-D encodings
 # (KERPLE and Sandwich, FIRE and the dynamic position bias, xPos with Llama 3's and YaRN's options,
-# CoPE).
+# CoPE, and the encodings on real-valued positions).
 MODULES_2D = ["gen_golden_abs", "gen_golden_rel", "gen_golden_rope", "gen_golden_cpe", "gen_golden_graph",
-              "gen_golden_tree", "gen_golden_kerple", "gen_golden_fire", "gen_golden_xpos", "gen_golden_cope"]
+              "gen_golden_tree", "gen_golden_kerple", "gen_golden_fire", "gen_golden_xpos", "gen_golden_cope",
+              "gen_golden_real"]
 
 # (case name, overrides of BASE_CONFIG plus encoding options). "pos" names the encoding.
 CASES = [
