@@ -7,11 +7,11 @@ import (
 	"math"
 
 	"github.com/pkg/errors"
-	G "gorgonia.org/gorgonia"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	G "gorgonia.org/gorgonia"
 
 	"github.com/rpe-go/rpe/experiments/trainer"
 	"github.com/rpe-go/rpe/experiments/viz"
