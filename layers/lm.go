@@ -218,8 +218,10 @@ type Options struct {
 	// Pos, if not nil, are per-example positions beyond the token order,
 	// passed to the position encoding's hooks (Site.Pos) at the input, in
 	// every block and after each block: the pairwise syntax-tree relations
-	// [B, T, T] of a code model (posenc.NewPairwise; with a posenc.Feed to
-	// rebind them per batch). Without Mems they must be self-attention
+	// [B, T, T] of a code model (posenc.NewPairwise), or the real times of
+	// B sequences of T events (posenc.NewReal(B, qTimes, kTimes), each
+	// [B*T]; the causal mask stays by index); with a posenc.Feed to rebind
+	// them per batch. Without Mems they must be self-attention
 	// positions of the T tokens. An encoding that needs them (tree) and
 	// gets none, or gets a kind it does not serve, is an error naming
 	// both. A combined encoding's 1-D part ("tree+rope") sees the span.

@@ -1,6 +1,7 @@
 package posenc
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/pkg/errors"
@@ -37,8 +38,22 @@ func init() {
 // counted from the first column or, as PositionsFromPadding does, from each
 // row's first real token. BiasFromPositions builds the bias [B, H, Tq, Tk] of
 // explicit per-row positions, e.g. for padding in the middle of a row.
+//
+// Real positions (PosReal, NewReal): query i at time t_q[i], key j at
+// t_k[j], per example or shared,
+//
+//	causal:         bias[b, h, i, j] = -m_h · (t_q[i] - t_k[j])
+//	bidirectional:  bias[b, h, i, j] = -m_h · |t_k[j] - t_q[i]|
+//
+// (AlibiBiasTimes), [B, H, TQ, TK] for per-example times, [H, TQ, TK] for
+// shared ones, computed on the host: a constant cached per positions Key,
+// or with a Feed an input node [Batch, H, TQ, TK] refilled by Feed.Bind.
+// The causal mask is by index; a causal site whose visible keys (by index)
+// are later than their query is an error naming the pair. Integer times
+// 0..T-1 give exactly the bias of the line path.
 type Alibi struct {
-	cache tableCache[alibiKey, *tensor.Dense]
+	cache  tableCache[alibiKey, *tensor.Dense]
+	rcache tableCache[realKey, *tensor.Dense]
 }
 
 type alibiKey struct {
@@ -113,12 +128,42 @@ func AlibiBias(slopes []float64, qpos, kpos []int, causal bool) []float64 {
 	return out
 }
 
-// ScoreBias implements ScoreBiaser: the bias [H, TQ, TK] of the site's span.
-// It returns an error naming the encoding if the site has no heads or an
-// empty span.
+// AlibiBiasTimes is AlibiBias for real positions: the bias
+// [len(slopes), len(q), len(k)] (row-major) of queries at times q and keys
+// at times k, -m_h (q_i - k_j) if causal, else -m_h |q_i - k_j|.
+func AlibiBiasTimes(slopes, q, k []float64, causal bool) []float64 {
+	tq, tk := len(q), len(k)
+	out := make([]float64, len(slopes)*tq*tk)
+	for h, m := range slopes {
+		for i, qt := range q {
+			for j, kt := range k {
+				d := qt - kt
+				if !causal {
+					d = math.Abs(d)
+				}
+				if d != 0 { // (no -0 on the diagonal)
+					out[(h*tq+i)*tk+j] = -m * d
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Accepts implements PositionAccepter: line and real positions.
+func (*Alibi) Accepts() []PosKind { return []PosKind{PosLine, PosReal} }
+
+// ScoreBias implements ScoreBiaser: the bias [H, TQ, TK] of the site's span,
+// or of real positions [B, H, TQ, TK] per example and [H, TQ, TK] shared
+// (see Alibi). It returns an error naming the encoding if the site has no
+// heads or an empty span, or if a causal site's real times put a visible
+// key after its query.
 func (e *Alibi) ScoreBias(s *Site) (*G.Node, error) {
 	if s.H <= 0 || s.TQ <= 0 || s.TK <= 0 {
 		return nil, errors.Errorf("posenc alibi: %d heads and span TQ=%d TK=%d must be positive", s.H, s.TQ, s.TK)
+	}
+	if s.Kind() == PosReal {
+		return e.realBias(s)
 	}
 	key := alibiKey{span: s.Span, heads: s.H, causal: s.Causal, dt: s.Dtype()}
 	v, _ := e.cache.get(key, func() (*tensor.Dense, error) {
@@ -127,6 +172,30 @@ func (e *Alibi) ScoreBias(s *Site) (*G.Node, error) {
 	})
 	return G.NewTensor(s.G, key.dt, 3, G.WithShape(s.H, s.TQ, s.TK), G.WithValue(v),
 		G.WithName(graph.UniqueName(s.G, "alibi_bias"))), nil
+}
+
+// realBias is ScoreBias for real positions.
+func (e *Alibi) realBias(s *Site) (*G.Node, error) {
+	slopes := AlibiSlopes(s.H)
+	causal, span, h := s.Causal, s.Span, s.H
+	fill := func(p *Positions, dst []float64) error {
+		if causal {
+			if err := checkCausalTimes("alibi", span, p); err != nil {
+				return err
+			}
+		}
+		n := h * p.TQ * p.TK
+		for b := 0; b < p.Batch; b++ {
+			q, k := p.Times(b)
+			copy(dst[b*n:(b+1)*n], AlibiBiasTimes(slopes, q, k, causal))
+		}
+		return nil
+	}
+	what := fmt.Sprintf("alibi bias of real positions (%d heads, causal %v)", h, causal)
+	if causal {
+		what += fmt.Sprintf(" span %+v", span)
+	}
+	return realInput(s, &e.rcache, e, what, "alibi_bias", realBiasShape(s.Pos, h), fill)
 }
 
 // BiasFromPositions returns a constant input node of g, dtype dt, holding

@@ -256,10 +256,10 @@ func TestCombinedTreeRope(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := enc.(interface{ Describe() string }).Describe(); got != "tree+rope: tree (pairwise; score bias), rope (line; q/k transform)" {
+	if got := enc.(interface{ Describe() string }).Describe(); got != "tree+rope: tree (pairwise; score bias), rope (line or real; q/k transform)" {
 		t.Errorf("Describe: %q", got)
 	}
-	if got := posenc.Accepted(enc); !slices.Equal(got, []posenc.PosKind{posenc.PosPairwise, posenc.PosLine}) {
+	if got := posenc.Accepted(enc); !slices.Equal(got, []posenc.PosKind{posenc.PosPairwise, posenc.PosLine, posenc.PosReal}) {
 		t.Errorf("Accepts %v", got)
 	}
 	nr := posenc.TreeRelations(2, 1)
@@ -327,7 +327,7 @@ func TestCombinedErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	grid, _ := posenc.NewGrid(2, 2)
-	if err := posenc.CheckKind(enc, grid); err == nil || !strings.Contains(err.Error(), "encoding tree+alibi accepts pairwise or line positions; the model gives it grid 2x2 positions") {
+	if err := posenc.CheckKind(enc, grid); err == nil || !strings.Contains(err.Error(), "encoding tree+alibi accepts pairwise or line or real positions; the model gives it grid 2x2 positions") {
 		t.Errorf("CheckKind grid: %v", err)
 	}
 	g := G.NewGraph()

@@ -41,8 +41,8 @@ func ExampleNewCombined() {
 	fmt.Println(err)
 	// Output:
 	// tree+rope
-	// tree+rope: tree (pairwise; score bias), rope (line; q/k transform)
-	// [pairwise line]
+	// tree+rope: tree (pairwise; score bias), rope (line or real; q/k transform)
+	// [pairwise line real]
 	// true true false false
 	// posenc: combined encoding deberta+deberta: deberta appears twice (the parts would share parameters)
 }

@@ -28,8 +28,12 @@ import (
 // TileBias over the full site (GraphormerSpatial, TreeRel; the bias is then
 // graph.TableBias of the table and a [Batch, TQ, TK] id node, one node per
 // table shared by the layers that share the table), and GraphormerCentrality
-// (degree ids [Batch, N]). Encodings that read no per-example data (none,
-// RoPE, T5 on the span) register nothing, and Bind then does nothing.
+// (degree ids [Batch, N]). Encodings of real positions (PosReal: alibi,
+// rope, kerple-log, kerple-power, fire, dpb; see NewReal) register float
+// input nodes of the graph's dtype holding data derived from the times on
+// the host (ALiBi's bias, RoPE's angles, the time differences). Encodings
+// that read no per-example data (none, RoPE and T5 on the span) register
+// nothing, and Bind then does nothing.
 //
 // A Feed belongs to one graph. Positions derived from fed positions
 // (WithVirtualNode) do not carry the Feed: set it on the derived value and
@@ -41,16 +45,19 @@ type Feed struct {
 }
 
 // feedItem is one registered input node: fill computes its ids from
-// positions into dst (len = the node's size); kind, batch, tq and tk are
-// the shape of the positions it was built with.
+// positions into dst (len = the node's size), or, for a float node (real
+// positions), fillF its values in float64; kind, batch, tq and tk are the
+// shape of the positions it was built with.
 type feedItem struct {
 	what          string
 	node          *G.Node
 	val           *tensor.Dense
 	fill          func(p *Positions, dst []int) error
+	fillF         func(p *Positions, dst []float64) error
 	kind          PosKind
 	batch, tq, tk int
 	scratch       []int
+	scratchF      []float64
 }
 
 // NewFeed returns an empty Feed.
@@ -80,15 +87,29 @@ func (f *Feed) Bind(p *Positions) error {
 			return errors.Errorf("posenc: feed: %s were built for %s positions of batch %d, %d queries and %d keys; got %s positions of batch %d, %d queries and %d keys",
 				it.what, it.kind, it.batch, it.tq, it.tk, p.Kind, p.Batch, p.TQ, p.TK)
 		}
-		if len(it.scratch) != it.val.Shape().TotalSize() {
-			it.scratch = make([]int, it.val.Shape().TotalSize())
+		n := it.val.Shape().TotalSize()
+		var err error
+		if it.fillF != nil {
+			if len(it.scratchF) != n {
+				it.scratchF = make([]float64, n)
+			}
+			err = it.fillF(p, it.scratchF)
+		} else {
+			if len(it.scratch) != n {
+				it.scratch = make([]int, n)
+			}
+			err = it.fill(p, it.scratch)
 		}
-		if err := it.fill(p, it.scratch); err != nil {
+		if err != nil {
 			return errors.WithMessagef(err, "posenc: feed: %s", it.what)
 		}
 	}
 	for _, it := range f.items {
-		copy(it.val.Data().([]int), it.scratch)
+		if it.fillF != nil {
+			setFloats(it.val, it.scratchF)
+		} else {
+			copy(it.val.Data().([]int), it.scratch)
+		}
 		if err := G.Let(it.node, it.val); err != nil {
 			return errors.Wrapf(err, "posenc: feed: binding %s", it.what)
 		}
@@ -119,6 +140,40 @@ func (f *Feed) input(g *G.ExprGraph, key, what, name string, p *Positions, shape
 	}
 	f.shared[key] = n
 	return n, nil
+}
+
+// floatInput is input for a float node of dtype dt (real positions):
+// fill computes its values in float64, converted to dt.
+func (f *Feed) floatInput(g *G.ExprGraph, key, what, name string, p *Positions, dt tensor.Dtype, shape tensor.Shape, fill func(p *Positions, dst []float64) error) (*G.Node, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n, ok := f.shared[key]; ok {
+		return n, nil
+	}
+	vals := make([]float64, shape.TotalSize())
+	if err := fill(p, vals); err != nil {
+		return nil, err
+	}
+	val := graph.FromFloat64s(dt, shape, vals)
+	n := G.NewTensor(g, dt, shape.Dims(), G.WithShape(shape...), G.WithName(graph.UniqueName(g, name)), G.WithValue(val))
+	f.items = append(f.items, &feedItem{what: what, node: n, val: val, fillF: fill, kind: p.Kind, batch: p.Batch, tq: p.TQ, tk: p.TK})
+	if f.shared == nil {
+		f.shared = map[string]*G.Node{}
+	}
+	f.shared[key] = n
+	return n, nil
+}
+
+// setFloats writes src into the float32 or float64 tensor d (converted).
+func setFloats(d *tensor.Dense, src []float64) {
+	switch v := d.Data().(type) {
+	case []float32:
+		for i, x := range src {
+			v[i] = float32(x)
+		}
+	case []float64:
+		copy(v, src)
+	}
 }
 
 // fedTableBias is TileBias over the full site for positions with a Feed:

@@ -301,6 +301,9 @@ func TestEveryEncoding(t *testing.T) {
 			if slices.Contains(info.Positions, posenc.PosPairwise) {
 				checkPairwise(t, name, o)
 			}
+			if slices.Contains(info.Positions, posenc.PosReal) && partsServe(t, name, posenc.PosReal) {
+				checkReal(t, name, o)
+			}
 			checkKindErrors(t, name, o, info.Positions)
 			checkTiles(t, name, o)
 		})

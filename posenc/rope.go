@@ -1,6 +1,7 @@
 package posenc
 
 import (
+	"fmt"
 	"hash/fnv"
 	"math"
 
@@ -90,6 +91,21 @@ func init() {
 //	              Llama3LowFreqFactor and Llama3HighFreqFactor (1 and 4).
 //	              No attention factor. Llama 3.1 uses s = 8, L = 8192.
 //
+// Real positions (PosReal, NewReal; rope, rope-pi, rope-ntk and
+// rope-llama3): query i of example b is rotated by φ = t_q[b, i]/div·θ'_p,
+// key j by t_k[b, j]/div·θ'_p, so that the scores depend on t_k - t_q.
+// The angles are computed on the host in float64 and reduced to [-π, π]
+// (math.Remainder by 2π, so that a float32 graph keeps their precision at
+// large times), and enter the graph as a node of graph.RotaryAngles:
+// [TQ, rot/2] and [TK, rot/2] for shared times, [B, H, TQ, rot/2] and
+// [B, H, TK, rot/2] (repeated over the heads) for per-example times; a
+// constant cached per positions Key, or with a Feed an input node refilled
+// by Feed.Bind. Integer times 0..T-1 give the line path's output (to
+// rounding, 1e-12 in float64). rope-dynamic (its base depends on the
+// largest position of the call) and rope-yarn (its attention factor scales
+// the rotated dims only) refuse real positions: they do not list PosReal
+// in Accepts, and TransformQK returns an error naming them.
+//
 // The cos/sin tables are computed on the host in float64 once per (start,
 // length, rot, frequencies) and cached in the encoding; they enter graphs as
 // attributes of graph.Rotary ops (whose gradient is the transposed
@@ -118,7 +134,8 @@ type Rope struct {
 	// LowFreqFactor and HighFreqFactor are rope-llama3's factors.
 	LowFreqFactor, HighFreqFactor float64
 
-	cache tableCache[ropeKey, *graph.RotaryTable]
+	cache  tableCache[ropeKey, *graph.RotaryTable]
+	rcache tableCache[realKey, *tensor.Dense]
 }
 
 type ropeKey struct {
@@ -379,6 +396,9 @@ func (e *Rope) TransformQK(s *Site, q, k *G.Node) (q2, k2 *G.Node, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if s.Kind() == PosReal {
+		return e.transformReal(s, q, k, rot)
+	}
 	seqLen := s.QStart + s.TQ
 	if l := s.KStart + s.TK; l > seqLen {
 		seqLen = l
@@ -400,6 +420,98 @@ func (e *Rope) TransformQK(s *Site, q, k *G.Node) (q2, k2 *G.Node, err error) {
 	}
 	if k2, err = graph.Rotary(k, kt, e.Pairing); err != nil {
 		return nil, nil, errors.Wrapf(err, "posenc %s: k", e.name)
+	}
+	return q2, k2, nil
+}
+
+// Accepts implements PositionAccepter: line positions, and real ones for
+// rope, rope-pi, rope-ntk and rope-llama3 (see Rope).
+func (e *Rope) Accepts() []PosKind {
+	if e.realError() != nil {
+		return []PosKind{PosLine}
+	}
+	return []PosKind{PosLine, PosReal}
+}
+
+// realError says why the encoding refuses real positions (nil if it
+// serves them).
+func (e *Rope) realError() error {
+	switch e.Name() {
+	case RopeDynamic:
+		return errors.Errorf("posenc %s: real positions are not supported: its base depends on the largest integer position of the call", e.Name())
+	case RopeYaRN:
+		return errors.Errorf("posenc %s: real positions are not supported: its attention factor scales the rotated dims, which graph.RotaryAngles does not", e.Name())
+	}
+	return nil
+}
+
+// RopeAnglesTimes returns the angles [len(times), len(theta)] of positions
+// at real times: t/div·θ_p reduced to [-π, π] (math.Remainder by 2π).
+func RopeAnglesTimes(times, theta []float64, posDiv float64) []float64 {
+	h := len(theta)
+	out := make([]float64, len(times)*h)
+	for t, pos := range times {
+		if posDiv != 1 {
+			pos /= posDiv
+		}
+		for p, th := range theta {
+			out[t*h+p] = math.Remainder(pos*th, 2*math.Pi)
+		}
+	}
+	return out
+}
+
+// transformReal is TransformQK for real positions (see Rope).
+func (e *Rope) transformReal(s *Site, q, k *G.Node, rot int) (q2, k2 *G.Node, err error) {
+	if err := e.realError(); err != nil {
+		return nil, nil, err
+	}
+	theta, div, attn, err := e.Frequencies(rot, 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	if attn != 1 {
+		return nil, nil, errors.Errorf("posenc %s: real positions with attention factor %g are not supported", e.Name(), attn)
+	}
+	half, h := rot/2, s.H
+	angles := func(which string, n int, times func(p *Positions, b int) []float64) (*G.Node, error) {
+		shape := tensor.Shape{n, half}
+		if s.Pos.Batch > 1 {
+			shape = tensor.Shape{s.Pos.Batch, h, n, half}
+		}
+		fill := func(p *Positions, dst []float64) error {
+			for b := 0; b < p.Batch; b++ {
+				a := RopeAnglesTimes(times(p, b), theta, div)
+				if p.Batch == 1 {
+					copy(dst, a)
+					continue
+				}
+				for hh := 0; hh < h; hh++ {
+					copy(dst[(b*h+hh)*n*half:], a)
+				}
+			}
+			return nil
+		}
+		hs := fnv.New64a()
+		for _, th := range theta {
+			hs.Write([]byte(fmt.Sprint(th)))
+		}
+		what := fmt.Sprintf("%s %s angles of real positions (rot %d, div %g, θ %x)", e.Name(), which, rot, div, hs.Sum64())
+		return realInput(s, &e.rcache, e, what, e.Name()+"_"+which+"_angles", shape, fill)
+	}
+	qa, err := angles("query", s.TQ, func(p *Positions, b int) []float64 { t, _ := p.Times(b); return t })
+	if err != nil {
+		return nil, nil, err
+	}
+	ka, err := angles("key", s.TK, func(p *Positions, b int) []float64 { _, t := p.Times(b); return t })
+	if err != nil {
+		return nil, nil, err
+	}
+	if q2, err = graph.RotaryAngles(q, qa, e.Pairing); err != nil {
+		return nil, nil, errors.Wrapf(err, "posenc %s: q", e.Name())
+	}
+	if k2, err = graph.RotaryAngles(k, ka, e.Pairing); err != nil {
+		return nil, nil, errors.Wrapf(err, "posenc %s: k", e.Name())
 	}
 	return q2, k2, nil
 }
