@@ -57,6 +57,9 @@ func TestGenerate(t *testing.T) {
 		{Period: 4, Vocab: 3, Repeat: 1, FirstMin: 1, FirstMax: 3, NewMin: 0, NewMax: 2},
 		{Period: 0.5, Vocab: 100, Repeat: 0, FirstMin: 2, FirstMax: 2, NewMin: 1, NewMax: 1},
 		{Period: 1000, Vocab: 2, Repeat: 0.5, FirstMin: 8, FirstMax: 20, NewMin: 3, NewMax: 9},
+		// Bars of 8 ticks: a new onset would often fall exactly P after
+		// an event that was not repeated.
+		{Period: 8 * Tick, Vocab: 4, Repeat: 0.3, FirstMin: 2, FirstMax: 3, NewMin: 1, NewMax: 2},
 	} {
 		offsets := map[int]bool{}
 		repeats := 0
