@@ -54,11 +54,28 @@ func init() {
 // distances). The bias node of a (graph, parameter store, span, H) is
 // built once and returned to every layer. One DPB value may build graphs from several
 // goroutines at once.
+//
+// Real positions (PosReal, NewReal): the MLP of r = t_q[i] - t_k[j] (query
+// minus key, as above; sign(r) log(|r| + 1) with LogDistance),
+//
+//	bias[b, h, i, j] = MLP(DPBInputReal(t_q[i] - t_k[j]))[h],
+//
+// [B, H, TQ, TK] for per-example times, [H, TQ, TK] for shared ones. The
+// MLP then runs on every (example, query, key) pair: Batch·TQ·TK rows
+// (e.g. 16·128·128 = 262144 rows of Width units per hidden layer, forward
+// and backward), not the TQ+TK-1 distances of a span; its input [Batch·TQ·TK,
+// 1] is a constant cached per positions Key, or with a Feed an input node
+// refilled by Feed.Bind. The causal mask is by index; no order of the times
+// is needed. Integer times 0..T-1 give the line path's bias (to rounding).
+// BiasTable and BiasIndex refuse real sites.
 type DPB struct {
 	Width, Depth      int
 	LogDistance, Norm bool
 
 	nodes, tables graphNodes[relNodeKey]
+
+	rcache tableCache[realKey, *tensor.Dense]
+	rnodes graphNodes[realNodeKey]
 }
 
 // relNodeKey identifies the bias node of a span for one graph.
@@ -101,6 +118,33 @@ func DPBInput(r int, logDistance bool) float64 {
 	return x
 }
 
+// DPBInputReal is DPBInput of a real difference r = query - key time.
+func DPBInputReal(r float64, logDistance bool) float64 {
+	if logDistance {
+		return math.Copysign(math.Log1p(math.Abs(r)), r)
+	}
+	return r
+}
+
+// Accepts implements PositionAccepter: line and real positions.
+func (*DPB) Accepts() []PosKind { return []PosKind{PosLine, PosReal} }
+
+// realBias is the bias of real positions (see DPB).
+func (e *DPB) realBias(s *Site) (*G.Node, error) {
+	logd := e.LogDistance
+	in, err := realPairInput(s, &e.rcache, e, fmt.Sprintf("dpb inputs of real positions (log %v)", logd), "dpb_in", true,
+		func(tq, tk float64) float64 { return DPBInputReal(tq-tk, logd) })
+	if err != nil {
+		return nil, err
+	}
+	m := biasMLP{name: "dpb", widths: e.widths(s.H), act: silu, norm: e.Norm}
+	table, err := m.apply(s, in)
+	if err != nil {
+		return nil, err
+	}
+	return realPairBias(table, s.Pos, s.H)
+}
+
 // checkSite returns an error unless the site has heads and a non-empty
 // span and the widths are valid.
 func (e *DPB) checkSite(s *Site) error {
@@ -111,9 +155,21 @@ func (e *DPB) checkSite(s *Site) error {
 }
 
 // ScoreBias implements ScoreBiaser: bias [H, TQ, TK], bias[h, i, j] =
-// MLP(DPBInput(qpos_i - kpos_j))[h]. It returns an error if the site has
-// no heads or an empty span, or the widths are invalid.
-func (e *DPB) ScoreBias(s *Site) (*G.Node, error) { return tableScoreBias(e, &e.nodes, s) }
+// MLP(DPBInput(qpos_i - kpos_j))[h], or of real positions [B, H, TQ, TK]
+// per example and [H, TQ, TK] shared (see DPB). It returns an error if
+// the site has no heads or an empty span, or the widths are invalid.
+func (e *DPB) ScoreBias(s *Site) (*G.Node, error) {
+	if s.Kind() != PosReal {
+		return tableScoreBias(e, &e.nodes, s)
+	}
+	if err := e.checkSite(s); err != nil {
+		return nil, err
+	}
+	return e.rnodes.get(s.G, realNodeKey{pos: s.Pos.Key(), h: s.H, p: s.Params}, func() (*G.Node, error) {
+		bias, err := e.realBias(s)
+		return bias, errors.Wrap(err, "posenc dpb")
+	})
+}
 
 // BiasTable implements TableBiaser: the MLP's output [TQ+TK-1, H] on the
 // distinct distances of the span, row k for the distance
@@ -122,6 +178,9 @@ func (e *DPB) ScoreBias(s *Site) (*G.Node, error) { return tableScoreBias(e, &e.
 func (e *DPB) BiasTable(s *Site) (*G.Node, error) {
 	if err := e.checkSite(s); err != nil {
 		return nil, err
+	}
+	if s.Kind() == PosReal {
+		return nil, errRealTiles("dpb")
 	}
 	return e.tables.get(s.G, relNodeKey{s.Span, s.H, s.Params}, func() (*G.Node, error) {
 		rMin := s.QStart - (s.KStart + s.TK - 1)
@@ -143,6 +202,9 @@ func (e *DPB) BiasTable(s *Site) (*G.Node, error) {
 func (e *DPB) BiasIndex(s *Site, _ int, t Tile, dst []int) (bool, error) {
 	if err := CheckTile(s, t); err != nil {
 		return false, err
+	}
+	if s.Kind() == PosReal {
+		return false, errRealTiles("dpb")
 	}
 	tk := t.K1 - t.K0
 	for i := t.Q0; i < t.Q1; i++ {

@@ -62,12 +62,33 @@ const FireEps = 1e-6
 // once and returned to every layer; the pairs of a span are computed once
 // on the host. One FIRE value may build graphs from several
 // goroutines at once.
+//
+// Real positions (PosReal, NewReal): the same formula with the query's
+// time t_q[i] for p_i and Δ = |t_k[j] - t_q[i]| for the distance,
+//
+//	bias[b, h, i, j] = f_θ( ψ(Δ) / (ψ(max(L, t_q[i])) + FireEps) )[h],
+//
+// [B, H, TQ, TK] for per-example times, [H, TQ, TK] for shared ones. The
+// MLP then runs on every (example, query, key) pair: Batch·TQ·TK rows
+// (e.g. 16·128·128 = 262144 rows of Width hidden units per forward pass,
+// and as many in the backward pass), not the distinct pairs of a span; its
+// inputs (Δ, t_q and -t_q per pair) are constants cached per positions
+// Key, or with a Feed input nodes refilled by Feed.Bind. Query times must
+// be >= 0 (the paper's positions are): a negative query time is an error
+// naming it (shift the times to start at 0), as ψ(max(L, t_q)) would no
+// longer depend on the query for L = 0. FIRE is not translation-invariant:
+// shifting every time changes the normaliser. The causal mask is by index;
+// no order of the times is needed. Integer times 0..T-1 give the line
+// path's bias (to rounding). BiasTable and BiasIndex refuse real sites.
 type FIRE struct {
 	Width        int
 	InitC, InitL float64
 
 	nodes, tables graphNodes[relNodeKey]
 	plans         tableCache[Span, firePlan]
+
+	rcache tableCache[realKey, *tensor.Dense]
+	rnodes graphNodes[realNodeKey]
 }
 
 // NewFIRE returns FIRE with an MLP of hidden width width, c initialised to
@@ -147,10 +168,71 @@ func (e *FIRE) checkSite(s *Site) error {
 	return fireCheck(e.Width, e.InitC, e.InitL)
 }
 
+// Accepts implements PositionAccepter: line and real positions.
+func (*FIRE) Accepts() []PosKind { return []PosKind{PosLine, PosReal} }
+
 // ScoreBias implements ScoreBiaser: bias [H, TQ, TK] as the type's
-// formula. It returns an error if the site has no heads or an empty span,
-// or the settings are invalid.
-func (e *FIRE) ScoreBias(s *Site) (*G.Node, error) { return tableScoreBias(e, &e.nodes, s) }
+// formula, or of real positions [B, H, TQ, TK] per example and
+// [H, TQ, TK] shared. It returns an error if the site has no heads or an
+// empty span, the settings are invalid, or a real query time is negative.
+func (e *FIRE) ScoreBias(s *Site) (*G.Node, error) {
+	if s.Kind() != PosReal {
+		return tableScoreBias(e, &e.nodes, s)
+	}
+	if err := e.checkSite(s); err != nil {
+		return nil, err
+	}
+	return e.rnodes.get(s.G, realNodeKey{pos: s.Pos.Key(), h: s.H, p: s.Params}, func() (*G.Node, error) {
+		bias, err := e.realBias(s)
+		return bias, errors.Wrap(err, "posenc fire")
+	})
+}
+
+// realBias is the bias of real positions (see FIRE).
+func (e *FIRE) realBias(s *Site) (*G.Node, error) {
+	pos := s.Pos
+	checked := func(p *Positions) error {
+		for i, t := range p.QTimes {
+			if t < 0 {
+				return errors.Errorf("posenc fire: query %d of example %d is at time %g: FIRE needs query times >= 0 (shift the times to start at 0)", i%p.TQ, i/p.TQ, t)
+			}
+		}
+		return nil
+	}
+	if err := checked(pos); err != nil {
+		return nil, err
+	}
+	n := pos.Batch * pos.TQ * pos.TK
+	shape := tensor.Shape{n}
+	input := func(what, name string, f func(tq, tk float64) float64, check bool) (*G.Node, error) {
+		return realInput(s, &e.rcache, e, "fire "+what+" of real positions", name, shape, func(p *Positions, dst []float64) error {
+			if check {
+				if err := checked(p); err != nil {
+					return err
+				}
+			}
+			realPairs(p, dst, f)
+			return nil
+		})
+	}
+	dist, err := input("distances", "fire_dist", func(tq, tk float64) float64 { return math.Abs(tk - tq) }, true)
+	if err != nil {
+		return nil, err
+	}
+	qpos, err := input("query times", "fire_qpos", func(tq, _ float64) float64 { return tq }, false)
+	if err != nil {
+		return nil, err
+	}
+	negq, err := input("negated query times", "fire_neg_qpos", func(tq, _ float64) float64 { return -tq }, false)
+	if err != nil {
+		return nil, err
+	}
+	table, err := e.mlp(s, dist, qpos, negq, n)
+	if err != nil {
+		return nil, err
+	}
+	return realPairBias(table, pos, s.H)
+}
 
 // BiasTable implements TableBiaser: the MLP's output [R, H] on the R
 // distinct (distance, query position) pairs of the span. Calls for the
@@ -158,6 +240,9 @@ func (e *FIRE) ScoreBias(s *Site) (*G.Node, error) { return tableScoreBias(e, &e
 func (e *FIRE) BiasTable(s *Site) (*G.Node, error) {
 	if err := e.checkSite(s); err != nil {
 		return nil, err
+	}
+	if s.Kind() == PosReal {
+		return nil, errRealTiles("fire")
 	}
 	return e.tables.get(s.G, relNodeKey{s.Span, s.H, s.Params}, func() (*G.Node, error) {
 		table, err := e.build(s)
@@ -170,6 +255,9 @@ func (e *FIRE) BiasTable(s *Site) (*G.Node, error) {
 func (e *FIRE) BiasIndex(s *Site, _ int, t Tile, dst []int) (bool, error) {
 	if err := CheckTile(s, t); err != nil {
 		return false, err
+	}
+	if s.Kind() == PosReal {
+		return false, errRealTiles("fire")
 	}
 	rows := e.plan(s.Span).rows
 	tk := t.K1 - t.K0
@@ -193,6 +281,17 @@ func (e *FIRE) build(s *Site) (*G.Node, error) {
 	for k, p := range qpos {
 		negq[k] = -p
 	}
+	return e.mlp(s, host("fire_dist", dist), host("fire_qpos", qpos), host("fire_neg_qpos", negq), r)
+}
+
+// mlp returns the MLP's output [r, H] on the r pairs of distances dist,
+// query positions qpos and their negations negq [r].
+func (e *FIRE) mlp(s *Site, dist, qpos, negq *G.Node, r int) (*G.Node, error) {
+	dt := s.Dtype()
+	host := func(name string, v []float64) *G.Node {
+		return G.NewTensor(s.G, dt, 1, G.WithShape(len(v)), G.WithName(graph.UniqueName(s.G, name)),
+			G.WithValue(graph.FromFloat64s(dt, tensor.Shape{len(v)}, v)))
+	}
 	c, err := s.Params.Node(s.G, "fire_c", tensor.Shape{1}, graph.Constant(e.InitC), false)
 	if err != nil {
 		return nil, err
@@ -215,7 +314,7 @@ func (e *FIRE) build(s *Site) (*G.Node, error) {
 		return nil, err
 	}
 	// ψ(d) = log1p(|c| d), d >= 0.
-	num, err := graph.BroadcastMul(host("fire_dist", dist), absC)
+	num, err := graph.BroadcastMul(dist, absC)
 	if err != nil {
 		return nil, err
 	}
@@ -223,14 +322,14 @@ func (e *FIRE) build(s *Site) (*G.Node, error) {
 		return nil, err
 	}
 	// max(L, p) = p + ReLU(L - p).
-	lp, err := graph.BroadcastAdd(host("fire_neg_qpos", negq), thr)
+	lp, err := graph.BroadcastAdd(negq, thr)
 	if err != nil {
 		return nil, err
 	}
 	if lp, err = G.Rectify(lp); err != nil {
 		return nil, err
 	}
-	mx, err := G.Add(host("fire_qpos", qpos), lp)
+	mx, err := G.Add(qpos, lp)
 	if err != nil {
 		return nil, err
 	}

@@ -75,6 +75,20 @@ func init() {
 // Calls for the same graph, parameter store, span and H return the same
 // node. One Kerple may build graphs from several goroutines at once (each
 // with its own graph.Params).
+//
+// Real positions (PosReal, NewReal): the kernels of Δ = |t_k[j] - t_q[i]|,
+//
+//	kerple-log:    bias[b, h, i, j] = -r1_h · log(1 + r2_h · Δ)
+//	kerple-power:  bias[b, h, i, j] = -r1_h · Δ^r2_h
+//
+// [B, H, TQ, TK] for per-example times, [H, TQ, TK] for shared ones. The
+// table then has one row per (example, query, key) pair (Batch·TQ·TK rows
+// of H kernel values, the same ops as the line path's table), gathered to
+// the bias; the host data (Δ, or log Δ and the zero-distance mask of the
+// power kernel) is a constant cached per positions Key, or with a Feed
+// input nodes refilled by Feed.Bind. The causal mask is by index; the
+// kernel needs no order of the times. Integer times 0..T-1 give the line
+// path's bias exactly.
 type Kerple struct {
 	// Kernel is KerpleLog or KerplePower.
 	Kernel string
@@ -86,6 +100,9 @@ type Kerple struct {
 	mu    sync.Mutex
 	lastG *G.ExprGraph
 	nodes map[kerpleNodeKey]*G.Node
+
+	rcache tableCache[realKey, *tensor.Dense]
+	rnodes graphNodes[realNodeKey]
 }
 
 type kerpleIdxKey struct {
@@ -265,42 +282,65 @@ func (e *Kerple) Params(s *Site) (r1, r2 *G.Node, err error) {
 
 // table returns the bias table [R, H] of the distances dmin..dmin+R-1.
 func (e *Kerple) table(s *Site, dmin, r int) (*G.Node, error) {
-	r1, r2, err := e.Params(s)
+	r1, r2, err := e.clamped(s)
 	if err != nil {
 		return nil, err
 	}
+	dt := s.Dtype()
+	col, sign := kerpleColumns(e.Kernel, dmin, r)
+	return e.kernel(s, hostColumn(s.G, dt, "kerple_d", col), hostColumn(s.G, dt, "kerple_sign", sign), r1, r2, r)
+}
+
+// clamped returns the clamped parameters r1, r2 [1, H] (see Kerple).
+func (e *Kerple) clamped(s *Site) (r1, r2 *G.Node, err error) {
+	if r1, r2, err = e.Params(s); err != nil {
+		return nil, nil, err
+	}
 	if r1, err = graph.Reshape(r1, 1, s.H); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if r2, err = graph.Reshape(r2, 1, s.H); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if r1, err = clampNode(s.G, r1, e.Eps, 0); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	hi := 0.0
 	if e.Kernel == KerplePower {
 		hi = KerplePowerMax
 	}
-	if r2, err = clampNode(s.G, r2, e.Eps, hi); err != nil {
-		return nil, err
-	}
-	dt := s.Dtype()
-	col := make([]float64, r)  // log: d; power: log d (0 at d = 0)
-	sign := make([]float64, r) // -1; power: 0 at d = 0
+	r2, err = clampNode(s.G, r2, e.Eps, hi)
+	return r1, r2, err
+}
+
+// kerpleColumns returns the host columns of the distances dmin..dmin+r-1:
+// col (log: d; power: log d, 0 at d = 0) and sign (-1; power: 0 at d = 0).
+func kerpleColumns(kernel string, dmin, r int) (col, sign []float64) {
+	col = make([]float64, r)
+	sign = make([]float64, r)
 	for k := range col {
-		d := float64(dmin + k)
-		sign[k] = -1
-		switch {
-		case e.Kernel == KerpleLog:
-			col[k] = d
-		case d > 0:
-			col[k] = math.Log(d)
-		default:
-			sign[k] = 0 // 0^r2 = 0 for r2 > 0
-		}
+		col[k], sign[k] = kerpleColumn(kernel, float64(dmin+k))
 	}
-	x, err := G.Mul(hostColumn(s.G, dt, "kerple_d", col), r2) // [R, 1]·[1, H]
+	return col, sign
+}
+
+// kerpleColumn returns the entries of the columns of distance d (see
+// kerpleColumns).
+func kerpleColumn(kernel string, d float64) (col, sign float64) {
+	switch {
+	case kernel == KerpleLog:
+		return d, -1
+	case d > 0:
+		return math.Log(d), -1
+	}
+	return 0, 0 // 0^r2 = 0 for r2 > 0
+}
+
+// kernel returns the table [R, H] of the kernel from the host columns
+// colN and signN [R, 1] and the clamped parameters r1, r2 [1, H].
+func (e *Kerple) kernel(s *Site, colN, signN, r1, r2 *G.Node, r int) (*G.Node, error) {
+	dt := s.Dtype()
+	x, err := G.Mul(colN, r2) // [R, 1]·[1, H]
 	if err != nil {
 		return nil, err
 	}
@@ -323,10 +363,42 @@ func (e *Kerple) table(s *Site, dmin, r int) (*G.Node, error) {
 	if x, err = graph.BroadcastMul(x, r1); err != nil {
 		return nil, err
 	}
-	return graph.BroadcastMul(x, hostColumn(s.G, dt, "kerple_sign", sign))
+	return graph.BroadcastMul(x, signN)
 }
 
-// ScoreBias implements ScoreBiaser: the bias [H, TQ, TK] of the site's span
+// Accepts implements PositionAccepter: line and real positions.
+func (*Kerple) Accepts() []PosKind { return []PosKind{PosLine, PosReal} }
+
+// realBias is the bias of real positions (see Kerple).
+func (e *Kerple) realBias(s *Site) (*G.Node, error) {
+	r1, r2, err := e.clamped(s)
+	if err != nil {
+		return nil, err
+	}
+	kernel := e.Kernel
+	col, err := realPairInput(s, &e.rcache, e, e.Name()+" distance column of real positions", "kerple_d", true, func(tq, tk float64) float64 {
+		c, _ := kerpleColumn(kernel, math.Abs(tk-tq))
+		return c
+	})
+	if err != nil {
+		return nil, err
+	}
+	sign, err := realPairInput(s, &e.rcache, e, e.Name()+" sign column of real positions", "kerple_sign", true, func(tq, tk float64) float64 {
+		_, sg := kerpleColumn(kernel, math.Abs(tk-tq))
+		return sg
+	})
+	if err != nil {
+		return nil, err
+	}
+	table, err := e.kernel(s, col, sign, r1, r2, s.Pos.Batch*s.TQ*s.TK)
+	if err != nil {
+		return nil, err
+	}
+	return realPairBias(table, s.Pos, s.H)
+}
+
+// ScoreBias implements ScoreBiaser: the bias [H, TQ, TK] of the site's span,
+// or of real positions [B, H, TQ, TK] per example and [H, TQ, TK] shared
 // (see Kerple). It returns an error naming the encoding if the site has no
 // heads or an empty span.
 func (e *Kerple) ScoreBias(s *Site) (*G.Node, error) {
@@ -335,6 +407,12 @@ func (e *Kerple) ScoreBias(s *Site) (*G.Node, error) {
 	}
 	if s.H <= 0 || s.TQ <= 0 || s.TK <= 0 {
 		return nil, errors.Errorf("posenc %s: H = %d, TQ = %d and TK = %d must be positive", e.Name(), s.H, s.TQ, s.TK)
+	}
+	if s.Kind() == PosReal {
+		return e.rnodes.get(s.G, realNodeKey{pos: s.Pos.Key(), h: s.H, p: s.Params}, func() (*G.Node, error) {
+			bias, err := e.realBias(s)
+			return bias, errors.Wrapf(err, "posenc %s", e.Name())
+		})
 	}
 	ik := kerpleIdxKey{span: s.Span, h: s.H}
 	nk := kerpleNodeKey{kerpleIdxKey: ik, p: s.Params}

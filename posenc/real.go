@@ -115,3 +115,77 @@ func checkCausalTimes(name string, span Span, p *Positions) error {
 	}
 	return nil
 }
+
+// realNodeKey identifies the bias node of real positions for one graph
+// (every layer of a forward pass shares it).
+type realNodeKey struct {
+	pos string
+	h   int
+	p   *graph.Params
+}
+
+// realPairs fills dst [Batch*TQ*TK] (row-major [Batch, TQ, TK]) with
+// f(t_q, t_k) of every (query, key) pair of p.
+func realPairs(p *Positions, dst []float64, f func(tq, tk float64) float64) {
+	for b := 0; b < p.Batch; b++ {
+		q, k := p.Times(b)
+		for i, tq := range q {
+			row := dst[(b*p.TQ+i)*p.TK : (b*p.TQ+i+1)*p.TK]
+			for j, tk := range k {
+				row[j] = f(tq, tk)
+			}
+		}
+	}
+}
+
+// realPairInput is realInput of f(t_q, t_k) over every pair of the site's
+// positions, shape [Batch*TQ*TK] (1-D) or [Batch*TQ*TK, 1] (column).
+func realPairInput(s *Site, cache *tableCache[realKey, *tensor.Dense], owner any, what, name string, column bool,
+	f func(tq, tk float64) float64) (*G.Node, error) {
+	p := s.Pos
+	shape := tensor.Shape{p.Batch * p.TQ * p.TK}
+	if column {
+		shape = tensor.Shape{shape[0], 1}
+	}
+	return realInput(s, cache, owner, what, name, shape, func(p *Positions, dst []float64) error {
+		realPairs(p, dst, f)
+		return nil
+	})
+}
+
+// realPairBias turns a table [Batch*TQ*TK, h] with one row per (example,
+// query, key) pair (row-major) into the bias [Batch, h, TQ, TK] (Batch >
+// 1) or [h, TQ, TK] (Batch 1): one gather with host indices that depend
+// on the shapes only (so fed positions keep them), whose gradient
+// scatter-adds into the table.
+func realPairBias(table *G.Node, p *Positions, h int) (*G.Node, error) {
+	n := p.TQ * p.TK
+	if ts := table.Shape(); len(ts) != 2 || ts[0] != p.Batch*n || ts[1] != h {
+		return nil, errors.Errorf("pair table has shape %v, want [%d, %d]", ts, p.Batch*n, h)
+	}
+	flat := make([]int, p.Batch*h*n)
+	for b := 0; b < p.Batch; b++ {
+		for hh := 0; hh < h; hh++ {
+			o := (b*h + hh) * n
+			for k := 0; k < n; k++ {
+				flat[o+k] = (b*n+k)*h + hh
+			}
+		}
+	}
+	m, err := graph.Reshape(table, 1, p.Batch*n*h)
+	if err != nil {
+		return nil, err
+	}
+	out, err := graph.GatherRel(m, flat, 1, len(flat))
+	if err != nil {
+		return nil, err
+	}
+	return graph.Reshape(out, realBiasShape(p, h)...)
+}
+
+// errRealTiles is the error of BiasTable and BiasIndex of the TableBiasers
+// that serve real positions (fire, dpb) on a real site: their bias is not
+// a lookup into a table shared by the batch there.
+func errRealTiles(name string) error {
+	return errors.Errorf("posenc %s: no bias table or tiles for real positions (use ScoreBias)", name)
+}

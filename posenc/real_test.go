@@ -150,6 +150,38 @@ func TestRealErrors(t *testing.T) {
 	if !slices.Equal(before, bias.Value().Data().([]float64)) {
 		t.Error("a failed Bind changed the bias")
 	}
+	// FIRE: negative query times (also when bound through a Feed); the
+	// table biasers refuse tiles of real sites.
+	neg, _ := posenc.NewReal(1, []float64{-0.5, 1, 2}, []float64{0, 1, 2})
+	fire, err := posenc.New("fire", posenc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fire.(posenc.ScoreBiaser).ScoreBias(site(neg, true)); err == nil || !strings.Contains(err.Error(), "fire") || !strings.Contains(err.Error(), "time -0.5") {
+		t.Errorf("fire, negative query time: error %v", err)
+	}
+	fed2, _ := posenc.NewReal(1, []float64{0, 1, 2}, []float64{0, 1, 2})
+	fed2.Feed = posenc.NewFeed()
+	if _, err := fire.(posenc.ScoreBiaser).ScoreBias(site(fed2, true)); err != nil {
+		t.Fatal(err)
+	}
+	if err := fed2.Feed.Bind(neg); err == nil || !strings.Contains(err.Error(), "time -0.5") {
+		t.Errorf("fire, binding a negative query time: error %v", err)
+	}
+	for _, name := range []string{"fire", "dpb"} {
+		enc, err := posenc.New(name, posenc.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb := enc.(posenc.TableBiaser)
+		s := site(fed, false)
+		if _, err := tb.BiasTable(s); err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "real positions") {
+			t.Errorf("%s: BiasTable of a real site: error %v", name, err)
+		}
+		if _, err := tb.BiasIndex(s, 0, s.Full(), make([]int, 9)); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: BiasIndex of a real site: error %v", name, err)
+		}
+	}
 	// Non-finite times.
 	if _, err := posenc.NewReal(1, []float64{0, math.NaN()}, []float64{0, 1}); err == nil || !strings.Contains(err.Error(), "NaN") {
 		t.Errorf("NaN time: error %v", err)
