@@ -12,7 +12,8 @@ import (
 // TestFlags checks the exit statuses and messages of bad input: status 2
 // before anything runs.
 func TestFlags(t *testing.T) {
-	n := len(timestudy.DefaultEncodings())
+	quick, _ := timestudy.Preset("quick")
+	n := len(quick.Encodings)
 	for _, c := range []struct {
 		args []string
 		code int
@@ -39,15 +40,16 @@ func TestFlags(t *testing.T) {
 	}
 }
 
-// TestJobs lists the quick preset's models, every default entry once in
-// order; the full preset has three seeds of each.
+// TestJobs lists the quick preset's models, each entry once in order; the
+// full preset has three seeds of every default entry.
 func TestJobs(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run([]string{"-jobs"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	encs := timestudy.DefaultEncodings()
+	quick, _ := timestudy.Preset("quick")
+	encs := quick.Encodings
 	if len(lines) != len(encs) {
 		t.Fatalf("jobs:\n%s", out.String())
 	}
@@ -57,7 +59,7 @@ func TestJobs(t *testing.T) {
 		}
 	}
 	out.Reset()
-	if code := run([]string{"-jobs", "-preset", "full"}, &out, &errb); code != 0 || strings.Count(out.String(), "\n") != 3*len(encs) {
+	if code := run([]string{"-jobs", "-preset", "full"}, &out, &errb); code != 0 || strings.Count(out.String(), "\n") != 3*len(timestudy.DefaultEncodings()) {
 		t.Fatalf("full: exit %d\n%s", code, out.String())
 	}
 }

@@ -66,10 +66,10 @@
 // events, batch 32), the sequences, the evaluation factors (1, 2) and the
 // numbers of validation and test sequences. DefaultEncodings lists none, t5
 // (a reference: integer buckets), alibi, rope, kerple-log, fire and dpb
-// with index positions, and the time variant of each of alibi, rope,
-// kerple-log, fire and dpb that serves real positions (posenc.Accepted).
-// Preset returns "quick" (one seed) and "full" (three seeds, longer
-// training).
+// (one hidden layer, for cost) with index positions, and the time variant
+// of each of alibi, rope, kerple-log, fire and dpb that serves real
+// positions (posenc.Accepted). Preset returns "quick" (none, t5, alibi and
+// rope, one seed) and "full" (every entry, three seeds, longer training).
 //
 // # Output and resumption
 //

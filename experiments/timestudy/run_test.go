@@ -304,22 +304,31 @@ func TestBadInput(t *testing.T) {
 
 // TestDefaultEncodings: every index encoding once, and a time variant
 // exactly for the candidates that serve real positions, right after its
-// index model.
+// index model; the quick preset keeps the entries of QuickBases.
 func TestDefaultEncodings(t *testing.T) {
 	encs := DefaultEncodings()
-	for _, e := range IndexEncodings {
-		i := slices.Index(encs, e)
+	for _, s := range IndexEncodings {
+		i := slices.Index(encs, s)
 		if i < 0 {
-			t.Fatalf("%s missing from %v", e, encs)
+			t.Fatalf("%s missing from %v", s, encs)
 		}
-		served := RealServed(e, BaseConfig().Model.PosOpts) == nil
-		hasTime := slices.Contains(encs, e+"@time")
-		if want := served && slices.Contains(TimeCandidates, e); hasTime != want {
-			t.Errorf("%s: time variant %v, want %v", e, hasTime, want)
+		e, _ := ParseEntry(s)
+		served := RealServed(e.Variant.Base, BaseConfig().Model.PosOpts) == nil
+		e.Time = true
+		hasTime := slices.Contains(encs, e.Label())
+		if want := served && slices.Contains(TimeCandidates, e.Variant.Base); hasTime != want {
+			t.Errorf("%s: time variant %v, want %v", s, hasTime, want)
 		}
-		if hasTime && encs[i+1] != e+"@time" {
-			t.Errorf("%s@time is not after %s: %v", e, e, encs)
+		if hasTime && encs[i+1] != e.Label() {
+			t.Errorf("%s is not after %s: %v", e.Label(), s, encs)
 		}
+	}
+	if !slices.Contains(encs, "rope@time") || !slices.Contains(encs, "dpb@time@dpb-depth=1") {
+		t.Errorf("default entries %v", encs)
+	}
+	q, _ := Preset("quick")
+	if want := []string{"none", "t5", "alibi", "alibi@time", "rope", "rope@time"}; !slices.Equal(q.Encodings, want) {
+		t.Errorf("quick entries %v, want %v", q.Encodings, want)
 	}
 	e, err := ParseEntry("fire@time@pos-init-std=0.01")
 	if err != nil || !e.Time || e.Variant.Base != "fire" || e.Label() != "fire@time@pos-init-std=0.01" {
