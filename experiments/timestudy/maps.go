@@ -247,3 +247,27 @@ func maxToken(s Sequence, n int) int {
 	}
 	return m
 }
+
+// SourceHead returns the block and head of the model of s (weights p)
+// whose queries of repeated events give their sources the most attention
+// (SourceAttention over seqs), that share, and the attention of that block
+// over seqs (Attention). Errors are Attention's and SourceAttention's.
+func SourceHead(p *graph.Params, s EvalSpec, seqs []Sequence) (layer, head int, share float64, attn [][]viz.Matrix, err error) {
+	share = -1
+	for l := 0; l < s.Model.Layers; l++ {
+		a, exs, err := Attention(p, s, seqs, l)
+		if err != nil {
+			return 0, 0, 0, nil, err
+		}
+		src, err := SourceAttention(a, exs, seqs)
+		if err != nil {
+			return 0, 0, 0, nil, err
+		}
+		for h, v := range src {
+			if v > share {
+				layer, head, share, attn = l, h, v, a
+			}
+		}
+	}
+	return layer, head, share, attn, nil
+}

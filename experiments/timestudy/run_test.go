@@ -173,6 +173,10 @@ func TestRunResumes(t *testing.T) {
 	if err != nil || len(src) != 2 || !(src[0] > 0 && src[0] <= 1) {
 		t.Fatalf("source attention %v, %v", src, err)
 	}
+	layer, head, share, _, err := SourceHead(params, spec, seqs)
+	if err != nil || layer != 0 || share != slices.Max(src) || src[head] != share {
+		t.Fatalf("source head: block %d head %d share %g (%v), want the largest of %v", layer, head, share, err, src)
+	}
 	series, err := AttentionByTime(attn, exs, 2*p.Seqs.Period, 1)
 	if err != nil || len(series) != 2 || len(series[0].X) != 32 {
 		t.Fatalf("attention by time: %v", err)
