@@ -47,9 +47,9 @@ type Plan struct {
 // ALiBi, RoPE, KERPLE (log), FIRE and the dynamic position bias. The
 // dynamic bias has one hidden layer (dpb-depth=1, x-transformers' default
 // is 2): with real positions its MLP runs on every (example, query, key)
-// pair, 1.3 s per update at depth 2 against 0.5 s at depth 1 on one core,
-// which the full preset's budget cannot afford; the index model gets the
-// same MLP.
+// pair, 1.3 s per update at depth 2 against 0.5 s at depth 1 on a busy
+// core, which the full preset's budget cannot afford; the index model gets
+// the same MLP.
 var IndexEncodings = []string{"none", "t5", "alibi", "rope", "kerple-log", "fire", "dpb@dpb-depth=1"}
 
 // TimeCandidates are the encodings (bases of IndexEncodings) the presets
@@ -103,14 +103,13 @@ func BaseConfig() trainer.Config {
 // Preset returns a built-in plan, both with DefaultSeqOptions and 64
 // validation sequences, evaluated at T and 2T events: "quick" (the entries
 // of DefaultEncodings whose base is in QuickBases, one seed, 100 updates,
-// 64 test sequences; about 1.5 minutes on one core) or "full" (every entry
-// of DefaultEncodings, three seeds, 200 updates, 128 test sequences). On
-// one core (GOMAXPROCS=1, measured on the shared development machine with
-// another study running) an update takes 70 to 160 ms, 330 ms for
-// fire@time and 490 ms for dpb@time (the MLPs run on every pair of
-// times), about 1.9 s for the twelve entries; so the full preset trains
-// for about 3 x 200 x 1.9 s = 19 minutes, and evaluates 128 sequences at 64
-// and 128 events in a few seconds per model.
+// 64 test sequences; about a minute on one core) or "full" (every entry of
+// DefaultEncodings, three seeds, 300 updates, 128 test sequences). On one
+// core (GOMAXPROCS=1, on the shared development machine with another study
+// running) an update of the twelve entries takes 1.1 s in all (40 to 100
+// ms each, 160 ms for rope@time, 200 ms for dpb@time), up to twice that
+// when the machine is busier; a run of the full preset at 200 updates took
+// 11 min 53 s, so 300 updates take about 18 minutes.
 func Preset(name string) (Plan, error) {
 	p := Plan{Preset: name, Encodings: DefaultEncodings(), Seeds: []int64{1}, Base: BaseConfig(), Seqs: DefaultSeqOptions(),
 		Factors: []int{1, 2}, ValSeqs: 64, TestSeqs: 128, ValSeed: 101, TestSeed: 202}
@@ -122,7 +121,7 @@ func Preset(name string) (Plan, error) {
 			return err != nil || !slices.Contains(QuickBases, e.Variant.Base)
 		})
 	case "full":
-		p.Base.Steps, p.Seeds = 200, []int64{1, 2, 3}
+		p.Base.Steps, p.Seeds = 300, []int64{1, 2, 3}
 	default:
 		return Plan{}, errors.Errorf("times: unknown preset %q (valid: %s)", name, strings.Join(PresetNames(), ", "))
 	}
