@@ -313,12 +313,10 @@ func Plot(f *File, path string) error {
 	pw := w / vg.Length(n)
 	for k, fac := range p.Factors {
 		pl := plot.New()
-		pl.Title.Text = fmt.Sprintf("repeated events at %d·T = %d events", fac, p.Lengths()[k])
-		if k == 0 {
-			pl.Title.Text = fmt.Sprintf("Time study (%s preset): accuracy on repeated events\n", p.Preset) + pl.Title.Text
-			if len(p.Seeds) > 1 {
-				pl.Title.Text += fmt.Sprintf(" (error bars: ± 1 s.d. over %d seeds)", len(p.Seeds))
-			}
+		// Every panel has a two-line title, so that their axes line up.
+		pl.Title.Text = fmt.Sprintf("Time study (%s preset): accuracy on repeated events\nat %d·T = %d events", p.Preset, fac, p.Lengths()[k])
+		if len(p.Seeds) > 1 {
+			pl.Title.Text += fmt.Sprintf(" (error bars: ± 1 s.d. over %d seeds)", len(p.Seeds))
 		}
 		pl.Title.TextStyle.Font.Size = vg.Points(10)
 		pl.Y.Label.Text = "accuracy on repeated events (%)"
