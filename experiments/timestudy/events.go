@@ -12,8 +12,9 @@ import (
 
 // Tick is the resolution of the onsets: every onset is a whole number of
 // ticks (2^-10 time units), so that a repeat's onset t + P is computed
-// exactly in float64 and in float32 (onsets below 2^13 units need at most
-// 23 bits), and "exactly P later" means exactly.
+// exactly in float64, and in float32 too while onsets stay below 2^13
+// units (at most 23 bits; the presets' sequences end before 600), and
+// "exactly P later" means exactly.
 const Tick = 1.0 / 1024
 
 // SeqOptions describe the event sequences of the time task.

@@ -36,7 +36,7 @@ func checkSequence(t *testing.T, o SeqOptions, s Sequence, n int) {
 				t.Fatalf("repeat %d (bar %d, t %g, token %d) of %d (bar %d, t %g, token %d): not exactly P = %g later with its token",
 					i, s.Bar[i], s.Times[i], s.Tokens[i], m, s.Bar[m], s.Times[m], s.Tokens[m], o.Period)
 			}
-			if float32(s.Times[i])-float32(s.Times[m]) != float32(o.Period) {
+			if s.Times[i] < 1<<13 && float32(s.Times[i])-float32(s.Times[m]) != float32(o.Period) { // Tick's promise
 				t.Fatalf("repeat %d is not exactly P later in float32", i)
 			}
 		} else {

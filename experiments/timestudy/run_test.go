@@ -22,6 +22,22 @@ func tinyPlan(encs ...string) Plan {
 	return p
 }
 
+// firstTask returns the runner of plan p (output directory dir), its jobs,
+// and the task and configuration of the first.
+func firstTask(t *testing.T, p Plan, dir string) (*runner, []Job, *Task, trainer.Config) {
+	t.Helper()
+	r, err := newRunner(p, Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, _ := p.Jobs()
+	task, cfg, err := r.newTask(jobs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, jobs, task, cfg
+}
+
 // timeEncodings are the tests' time entries: rope@time if rope serves
 // real positions (posenc decides), none otherwise.
 func timeEncodings() []string {
@@ -102,15 +118,7 @@ func TestRunResumes(t *testing.T) {
 	dir2 := t.TempDir()
 	p1 := p
 	p1.Encodings = encs[n-1:]
-	r, err := newRunner(p1, Options{Dir: dir2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	jobs, _ := p1.Jobs()
-	task, cfg, err := r.newTask(jobs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, jobs, task, cfg := firstTask(t, p1, dir2)
 	js, _, err := r.jobs()
 	if err != nil {
 		t.Fatal(err)
@@ -196,16 +204,7 @@ func TestRunResumes(t *testing.T) {
 // TestTaskConfigRefused: a checkpoint of other sequences or positions is
 // refused, naming both.
 func TestTaskConfigRefused(t *testing.T) {
-	p := tinyPlan("rope")
-	r, err := newRunner(p, Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	jobs, _ := p.Jobs()
-	task, _, err := r.newTask(jobs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, task, _ := firstTask(t, tinyPlan("rope"), t.TempDir())
 	other := *task
 	other.data.Seqs.Period = 8
 	saved, _ := other.TaskConfig()
