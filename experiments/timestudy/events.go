@@ -13,7 +13,8 @@ import (
 // Tick is the resolution of the onsets: every onset is a whole number of
 // ticks (2^-10 time units), so that a repeat's onset t + P is computed
 // exactly in float64, and in float32 too while onsets stay below 2^13
-// units (at most 23 bits; the presets' sequences end before 600), and
+// units (at most 23 bits; with at least one new event a bar, the presets'
+// 128 events span at most 128 bars, 2048 units), and
 // "exactly P later" means exactly.
 const Tick = 1.0 / 1024
 
