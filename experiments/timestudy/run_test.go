@@ -3,13 +3,17 @@ package timestudy
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"gorgonia.org/tensor"
+
 	"github.com/rpe-go/rpe/experiments/trainer"
+	"github.com/rpe-go/rpe/graph"
 )
 
 // tinyPlan is a plan of tiny models: T = 12 events, tested at 12 and 24.
@@ -339,5 +343,53 @@ func TestDefaultEncodings(t *testing.T) {
 	}
 	if e, _ := ParseEntry("rope@pos-init-std=0.01@time"); e.Label() != "rope@time@pos-init-std=0.01" {
 		t.Errorf("label %s", e.Label())
+	}
+}
+
+// TestTimesReachModel: a time model's scores depend on the onsets (the
+// same tokens at stretched times score differently) and an index model's
+// do not; a graph rebound to a second sequence scores it as a graph built
+// for it alone does.
+func TestTimesReachModel(t *testing.T) {
+	if len(timeEncodings()) == 0 {
+		t.Skip("rope does not serve real positions")
+	}
+	p := tinyPlan("rope")
+	seqs, err := Set(p.Seqs, 5, 2, 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stretched := make([]Sequence, len(seqs))
+	for i, s := range seqs {
+		s2 := s
+		s2.Times = make([]float64, s.Len())
+		for k, v := range s.Times {
+			s2.Times[k] = 1.5 * v
+		}
+		stretched[i] = s2
+	}
+	model := p.Base.Model
+	model.Pos = "rope"
+	params := graph.NewParams(tensor.Float64, 3)
+	for _, time := range []bool{false, true} {
+		spec := EvalSpec{Model: model, Time: time, Length: 12, Batch: 1, Period: p.Seqs.Period}
+		a, err := Evaluate(params, seqs, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := Evaluate(params, stretched, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (a.Bits != b.Bits) != time {
+			t.Errorf("time %v: %g bits, %g bits with the onsets stretched", time, a.Bits, b.Bits)
+		}
+		// Two sequences through one graph (the second rebound) against
+		// each alone.
+		one, _ := Evaluate(params, seqs[:1], spec)
+		two, _ := Evaluate(params, seqs[1:], spec)
+		if math.Abs(a.Bits-(one.Bits+two.Bits)/2) > 1e-12 {
+			t.Errorf("time %v: %g bits through one graph, %g and %g alone", time, a.Bits, one.Bits, two.Bits)
+		}
 	}
 }
