@@ -49,8 +49,10 @@ func init() {
 // shared ones, computed on the host: a constant cached per positions Key,
 // or with a Feed an input node [Batch, H, TQ, TK] refilled by Feed.Bind.
 // The causal mask is by index; a causal site whose visible keys (by index)
-// are later than their query is an error naming the pair. Integer times
-// 0..T-1 give exactly the bias of the line path.
+// are later than their query is an error naming the pair (give padded
+// tokens at the end of a row the time of the last real one, so that the
+// times do not decrease). Integer times 0..T-1 give exactly the bias of the
+// line path.
 type Alibi struct {
 	cache  tableCache[alibiKey, *tensor.Dense]
 	rcache tableCache[realKey, *tensor.Dense]

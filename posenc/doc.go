@@ -66,14 +66,18 @@
 // Real positions (NewReal(batch, qTimes, kTimes): event times, per example
 // or shared by the batch; queries and keys may sit at different times, e.g.
 // a next-event model's query i at the time of the event it predicts and
-// its key at the time of its own token) are served by alibi and rope
-// (rope-pi, rope-ntk and rope-llama3 too; rope-dynamic and rope-yarn
-// refuse them) with the formulas of their types on the times instead of
-// the indices. Host data derived from the times (ALiBi's bias, RoPE's
-// angles) is a constant cached per positions Key, or with a Feed a float
-// input node of the graph's dtype refilled by Feed.Bind. Per-example times
-// give biases [B, H, Tq, Tk]. The causal mask stays by index; a causal
-// ALiBi site whose visible keys are later than their query is an error.
+// its key at the time of its own token) are served by alibi, rope (rope-pi,
+// rope-ntk and rope-llama3 too; rope-dynamic and rope-yarn refuse them),
+// kerple-log, kerple-power, fire and dpb, with the formulas of their types
+// on the times instead of the indices. Host data derived from the times
+// (ALiBi's bias, RoPE's angles, the time differences) is a constant cached
+// per positions Key, or with a Feed a float input node of the graph's
+// dtype refilled by Feed.Bind. Per-example times give biases [B, H, Tq,
+// Tk]; KERPLE's kernels and the MLPs of fire and dpb then run on every
+// (example, query, key) pair. The causal mask stays by index; a causal
+// ALiBi site whose visible keys are later than their query is an error,
+// and so is a negative query time for fire. FIRE is the one of them that
+// is not translation-invariant in time.
 //
 // Fixed buffers (sinusoid tables, slopes, bucket indices) are computed on the
 // host, cached per span in one mutex-guarded cache type shared by every

@@ -165,10 +165,7 @@ func (e *DPB) ScoreBias(s *Site) (*G.Node, error) {
 	if err := e.checkSite(s); err != nil {
 		return nil, err
 	}
-	return e.rnodes.get(s.G, realNodeKey{pos: s.Pos.Key(), h: s.H, p: s.Params}, func() (*G.Node, error) {
-		bias, err := e.realBias(s)
-		return bias, errors.Wrap(err, "posenc dpb")
-	})
+	return realScoreBias("dpb", &e.rnodes, s, e.realBias)
 }
 
 // BiasTable implements TableBiaser: the MLP's output [TQ+TK-1, H] on the

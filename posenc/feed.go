@@ -122,46 +122,49 @@ func (f *Feed) Bind(p *Positions) error {
 // node holds (the same key gives the same node, so layers that share a
 // table share its ids), what names it in errors, name is the node's name.
 func (f *Feed) input(g *G.ExprGraph, key, what, name string, p *Positions, shape tensor.Shape, fill func(p *Positions, dst []int) error) (*G.Node, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if n, ok := f.shared[key]; ok {
-		return n, nil
-	}
-	vals := make([]int, shape.TotalSize())
-	if err := fill(p, vals); err != nil {
-		return nil, err
-	}
-	val := tensor.New(tensor.WithShape(shape...), tensor.WithBacking(vals))
-	n := G.NewTensor(g, tensor.Int, shape.Dims(), G.WithShape(shape...), G.WithName(graph.UniqueName(g, name)),
-		G.WithValue(val))
-	f.items = append(f.items, &feedItem{what: what, node: n, val: val, fill: fill, kind: p.Kind, batch: p.Batch, tq: p.TQ, tk: p.TK})
-	if f.shared == nil {
-		f.shared = map[string]*G.Node{}
-	}
-	f.shared[key] = n
-	return n, nil
+	return f.register(key, func() (*feedItem, error) {
+		vals := make([]int, shape.TotalSize())
+		if err := fill(p, vals); err != nil {
+			return nil, err
+		}
+		val := tensor.New(tensor.WithShape(shape...), tensor.WithBacking(vals))
+		n := G.NewTensor(g, tensor.Int, shape.Dims(), G.WithShape(shape...), G.WithName(graph.UniqueName(g, name)), G.WithValue(val))
+		return &feedItem{what: what, node: n, val: val, fill: fill, kind: p.Kind, batch: p.Batch, tq: p.TQ, tk: p.TK}, nil
+	})
 }
 
 // floatInput is input for a float node of dtype dt (real positions):
 // fill computes its values in float64, converted to dt.
 func (f *Feed) floatInput(g *G.ExprGraph, key, what, name string, p *Positions, dt tensor.Dtype, shape tensor.Shape, fill func(p *Positions, dst []float64) error) (*G.Node, error) {
+	return f.register(key, func() (*feedItem, error) {
+		vals := make([]float64, shape.TotalSize())
+		if err := fill(p, vals); err != nil {
+			return nil, err
+		}
+		val := graph.FromFloat64s(dt, shape, vals)
+		n := G.NewTensor(g, dt, shape.Dims(), G.WithShape(shape...), G.WithName(graph.UniqueName(g, name)), G.WithValue(val))
+		return &feedItem{what: what, node: n, val: val, fillF: fill, kind: p.Kind, batch: p.Batch, tq: p.TQ, tk: p.TK}, nil
+	})
+}
+
+// register returns the node registered under key, or registers the item
+// that build makes (under the feed's lock).
+func (f *Feed) register(key string, build func() (*feedItem, error)) (*G.Node, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if n, ok := f.shared[key]; ok {
 		return n, nil
 	}
-	vals := make([]float64, shape.TotalSize())
-	if err := fill(p, vals); err != nil {
+	it, err := build()
+	if err != nil {
 		return nil, err
 	}
-	val := graph.FromFloat64s(dt, shape, vals)
-	n := G.NewTensor(g, dt, shape.Dims(), G.WithShape(shape...), G.WithName(graph.UniqueName(g, name)), G.WithValue(val))
-	f.items = append(f.items, &feedItem{what: what, node: n, val: val, fillF: fill, kind: p.Kind, batch: p.Batch, tq: p.TQ, tk: p.TK})
+	f.items = append(f.items, it)
 	if f.shared == nil {
 		f.shared = map[string]*G.Node{}
 	}
-	f.shared[key] = n
-	return n, nil
+	f.shared[key] = it.node
+	return it.node, nil
 }
 
 // setFloats writes src into the float32 or float64 tensor d (converted).

@@ -182,10 +182,7 @@ func (e *FIRE) ScoreBias(s *Site) (*G.Node, error) {
 	if err := e.checkSite(s); err != nil {
 		return nil, err
 	}
-	return e.rnodes.get(s.G, realNodeKey{pos: s.Pos.Key(), h: s.H, p: s.Params}, func() (*G.Node, error) {
-		bias, err := e.realBias(s)
-		return bias, errors.Wrap(err, "posenc fire")
-	})
+	return realScoreBias("fire", &e.rnodes, s, e.realBias)
 }
 
 // realBias is the bias of real positions (see FIRE).

@@ -44,25 +44,7 @@ func TestGoldenFire(t *testing.T) {
 			if want := []int{h, span.TQ, span.TK}; !slices.Equal(bias.Shape(), want) {
 				t.Fatalf("bias shape %v, want %v", bias.Shape(), want)
 			}
-			learn := p.Nodes(g)
-			nParams := 0
-			for k := range gc.floats {
-				if _, ok := gc.floats["grad_"+k]; ok {
-					nParams++
-				}
-			}
-			if len(learn) != nParams {
-				t.Fatalf("%d parameters %v; the golden case has %d", len(learn), p.Names(), nParams)
-			}
-			for _, n := range learn {
-				v, ok := gc.floats[n.Name()]
-				if !ok {
-					t.Fatalf("parameter %s is not in the golden case", n.Name())
-				}
-				if err := p.Set(n.Name(), v); err != nil {
-					t.Fatal(err)
-				}
-			}
+			learn := setGoldenParams(t, g, p, gc, func(n string) string { return n })
 			checkBiasGolden(t, g, bias, learn, gc.floats["R"], gc.floats["bias"], func(name string) []float64 { return gc.floats["grad_"+name] })
 		})
 	}

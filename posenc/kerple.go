@@ -409,10 +409,7 @@ func (e *Kerple) ScoreBias(s *Site) (*G.Node, error) {
 		return nil, errors.Errorf("posenc %s: H = %d, TQ = %d and TK = %d must be positive", e.Name(), s.H, s.TQ, s.TK)
 	}
 	if s.Kind() == PosReal {
-		return e.rnodes.get(s.G, realNodeKey{pos: s.Pos.Key(), h: s.H, p: s.Params}, func() (*G.Node, error) {
-			bias, err := e.realBias(s)
-			return bias, errors.Wrapf(err, "posenc %s", e.Name())
-		})
+		return realScoreBias(e.Name(), &e.rnodes, s, e.realBias)
 	}
 	ik := kerpleIdxKey{span: s.Span, h: s.H}
 	nk := kerpleNodeKey{kerpleIdxKey: ik, p: s.Params}

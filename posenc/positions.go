@@ -135,7 +135,15 @@ func NewGridCoords(extent, q, k []int) (*Positions, error) {
 }
 
 // NewReal returns real-valued positions: q [batch*TQ] and k [batch*TK]
-// (batch 1: shared by the batch). Non-finite times are an error.
+// (batch 1: shared by the batch), example-major: query i of example b is at
+// time q[b*TQ+i] (Times(b) returns an example's times). Queries and keys
+// may sit at different times for the same tokens (a next-event model's
+// query i at the time of the event it predicts, its key at the time of its
+// own event). Non-finite times and a length that is not a positive
+// multiple of batch are errors. alibi, rope (rope-pi, rope-ntk,
+// rope-llama3), kerple-log, kerple-power, fire and dpb serve them (see
+// each type); set Feed before building the model to rebind the times of
+// every batch with Feed.Bind.
 func NewReal(batch int, q, k []float64) (*Positions, error) {
 	if batch <= 0 || len(q) == 0 || len(k) == 0 || len(q)%batch != 0 || len(k)%batch != 0 {
 		return nil, errors.Errorf("posenc: real positions: %d query and %d key times are not a positive multiple of batch %d", len(q), len(k), batch)

@@ -124,6 +124,17 @@ type realNodeKey struct {
 	p   *graph.Params
 }
 
+// realScoreBias returns the bias of real positions that build makes for
+// the site, built once per (graph, positions Key, H, parameter store) and
+// cached in nodes (so every layer of a forward pass shares it); errors
+// are wrapped with the encoding's name.
+func realScoreBias(name string, nodes *graphNodes[realNodeKey], s *Site, build func(*Site) (*G.Node, error)) (*G.Node, error) {
+	return nodes.get(s.G, realNodeKey{pos: s.Pos.Key(), h: s.H, p: s.Params}, func() (*G.Node, error) {
+		bias, err := build(s)
+		return bias, errors.Wrap(err, "posenc "+name)
+	})
+}
+
 // realPairs fills dst [Batch*TQ*TK] (row-major [Batch, TQ, TK]) with
 // f(t_q, t_k) of every (query, key) pair of p.
 func realPairs(p *Positions, dst []float64, f func(tq, tk float64) float64) {
