@@ -88,7 +88,10 @@
 // # Maps
 //
 // LoadModel reads a trained job's weights back; Attention returns the
-// attention of one block of a model over a sequence, per head; DrawSequence
-// draws a sequence's events on a time axis with each repeat linked to its
-// source.
+// attention of one block of a model over sequences, per head;
+// SourceAttention the share of a repeat's attention on its source (the key
+// one bar back) per head, SourceHead the head with the largest share, and
+// AttentionByTime each head's attention mass by relative time;
+// DrawSequence draws a sequence's events on a time axis with each repeat
+// linked to its source.
 package timestudy
