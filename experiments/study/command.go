@@ -84,24 +84,30 @@ func (c *Command) Usage(err error) int {
 	return 2
 }
 
-// Overrides returns what -encodings, -seeds and -steps change in the
-// preset (nil, nil and 0 when not given) and whether any was given (the
-// plan is then "<preset>-custom"), or an error naming a seed that is not an
-// integer.
-func (c *Command) Overrides() (encodings []string, seeds []int64, steps int, custom bool, err error) {
-	if c.Encodings != "" {
-		encodings = strings.Split(c.Encodings, ",")
-	}
+// Override applies -encodings, -seeds and -steps to a preset's
+// encodings, seeds and training steps (each left alone when its flag is
+// not given) and reports whether any was given (the plan is then
+// "<preset>-custom"), or returns an error naming a seed that is not an
+// integer, with nothing changed.
+func (c *Command) Override(encodings *[]string, seeds *[]int64, steps *int) (custom bool, err error) {
+	var ss []int64
 	if c.Seeds != "" {
 		for _, s := range strings.Split(c.Seeds, ",") {
 			v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
 			if err != nil {
-				return nil, nil, 0, false, fmt.Errorf("-seeds: %q is not an integer", s)
+				return false, fmt.Errorf("-seeds: %q is not an integer", s)
 			}
-			seeds = append(seeds, v)
+			ss = append(ss, v)
 		}
+		*seeds = ss
 	}
-	return encodings, seeds, c.Steps, encodings != nil || seeds != nil || c.Steps != 0, nil
+	if c.Encodings != "" {
+		*encodings = strings.Split(c.Encodings, ",")
+	}
+	if c.Steps != 0 {
+		*steps = c.Steps
+	}
+	return c.Encodings != "" || ss != nil || c.Steps != 0, nil
 }
 
 // KeysOf returns the keys of a plan's jobs.

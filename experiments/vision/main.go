@@ -45,18 +45,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return c.Usage(err)
 	}
-	encs, seeds, steps, custom, err := c.Overrides()
+	custom, err := c.Override(&p.Encodings, &p.Seeds, &p.Base.Steps)
 	if err != nil {
 		return c.Usage(err)
-	}
-	if encs != nil {
-		p.Encodings = encs
-	}
-	if seeds != nil {
-		p.Seeds = seeds
-	}
-	if steps != 0 {
-		p.Base.Steps = steps
 	}
 	if *testN >= 0 {
 		p.TestImages, custom = *testN, true
