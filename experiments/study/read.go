@@ -153,6 +153,10 @@ var RunDependent = []string{"eval_ms_per_token", "train_ms_per_step", "train_tok
 // same plan (for example a single-process run and a cluster run): rows
 // present in one only, and every field outside RunDependent that differs,
 // as "encoding/model/Le/protocol: field a != b". No differences: nil.
+// Position options (pos_options) are compared on the options both rows
+// record: an option only one side has was added to the library between the
+// two builds, and the older build ran without it (its default, or the
+// encoding's label names it as a variant).
 func Compare(a, b *File) []string {
 	key := func(r Row) string {
 		return fmt.Sprintf("%s/%s/%d/%s", r.Encoding, r.Model, r.EvalLen, r.Protocol)
@@ -197,6 +201,7 @@ func Compare(a, b *File) []string {
 			}
 		}
 		sort.Strings(names)
+		samePosOptions(fa, fb)
 		for _, n := range names {
 			if !reflect.DeepEqual(fa[n], fb[n]) {
 				out = append(out, fmt.Sprintf("%s: %s %v != %v", k, n, fa[n], fb[n]))
@@ -209,4 +214,24 @@ func Compare(a, b *File) []string {
 		}
 	}
 	return out
+}
+
+// samePosOptions drops from the pos_options of two rows' fields the
+// options only one of them records (see Compare).
+func samePosOptions(fa, fb map[string]any) {
+	a, okA := fa["pos_options"].(map[string]any)
+	b, okB := fb["pos_options"].(map[string]any)
+	if !okA || !okB {
+		return
+	}
+	for n := range a {
+		if _, ok := b[n]; !ok {
+			delete(a, n)
+		}
+	}
+	for n := range b {
+		if _, ok := a[n]; !ok {
+			delete(b, n)
+		}
+	}
 }

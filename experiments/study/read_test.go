@@ -82,6 +82,18 @@ func TestCompare(t *testing.T) {
 	if d := Compare(a, b); d != nil {
 		t.Fatalf("run-dependent fields differ only, got %q", d)
 	}
+	// an option added to the library since the first run is recorded by
+	// the second only: not a difference; one both record is compared
+	a.Rows[0].PosOptions = map[string]string{"shaw-k": "16"}
+	b.Rows[0].PosOptions = map[string]string{"shaw-k": "16", "cope-npos": "64"}
+	if d := Compare(a, b); d != nil {
+		t.Fatalf("an option only the second records, got %q", d)
+	}
+	b.Rows[0].PosOptions["shaw-k"] = "8"
+	if d := Compare(a, b); len(d) != 1 || !strings.Contains(d[0], "pos_options") {
+		t.Fatalf("shaw-k 16 against 8: got %q, want one pos_options difference", d)
+	}
+	b.Rows[0].PosOptions["shaw-k"] = "16"
 	b.Rows[1].BitsPerByte = 2.1000000001
 	b.Rows = append(b.Rows, Row{Encoding: "rope", Model: "rope-seed1", EvalLen: 64, Protocol: ProtocolAll})
 	d := Compare(a, b)
