@@ -294,6 +294,22 @@ func aggregate(rows []Row, value func(Row) float64) map[cellKey]Cell {
 		func(r Row) (bool, string) { return r.Status == StatusNA, r.Note }, value)
 }
 
+// Cells aggregates metric over rows grouped by (label, column) with
+// Aggregate (a row for which failed reports true has no result) and
+// returns the labels in the order of their first row: the cells of a
+// study's table of encodings (rows) by evaluation setting (columns).
+func Cells[R any](rows []R, label, column func(R) string, failed func(R) (bool, string), metric func(R) float64) (map[[2]string]Cell, []string) {
+	var labels []string
+	seen := map[string]bool{}
+	for _, r := range rows {
+		if l := label(r); !seen[l] {
+			seen[l] = true
+			labels = append(labels, l)
+		}
+	}
+	return Aggregate(rows, func(r R) [2]string { return [2]string{label(r), column(r)} }, failed, metric), labels
+}
+
 // Aggregate groups rows by key and returns, per key, the mean and sample
 // standard deviation of value over the rows that have a result. A row for
 // which na reports true has none: its key's cell is NA (with the row's

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -503,5 +504,30 @@ func TestLocks(t *testing.T) {
 	}
 	if err := Clean(dir); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCells checks the (label, column) cells of a study table and the
+// order of the labels.
+func TestCells(t *testing.T) {
+	var rows []Row
+	for i, v := range []float64{4, 6} {
+		rows = append(rows, Row{Encoding: "rope", Seed: int64(i + 1), EvalLen: 8, Status: StatusOK, BitsPerByte: v})
+		rows = append(rows, Row{Encoding: "alibi", Seed: int64(i + 1), EvalLen: 16, Status: StatusOK, BitsPerByte: 1})
+		rows = append(rows, Row{Encoding: "rope", Seed: int64(i + 1), EvalLen: 16, Status: StatusNA, Note: "beyond"})
+	}
+	cells, labels := Cells(rows, func(r Row) string { return r.Encoding }, func(r Row) string { return strconv.Itoa(r.EvalLen) },
+		func(r Row) (bool, string) { return r.Status != StatusOK, r.Note }, func(r Row) float64 { return r.BitsPerByte })
+	if !slices.Equal(labels, []string{"rope", "alibi"}) {
+		t.Errorf("labels %q, want [rope alibi]", labels)
+	}
+	if c := cells[[2]string{"rope", "8"}]; c.N != 2 || c.Mean != 5 {
+		t.Errorf("rope at 8: %+v, want mean 5 over 2", c)
+	}
+	if c := cells[[2]string{"rope", "16"}]; !c.NA || c.Note != "beyond" {
+		t.Errorf("rope at 16: %+v, want n/a", c)
+	}
+	if c := cells[[2]string{"alibi", "16"}]; c.N != 2 || c.Mean != 1 || len(cells) != 3 {
+		t.Errorf("alibi at 16: %+v (%d cells), want mean 1 over 2 and 3 cells", c, len(cells))
 	}
 }

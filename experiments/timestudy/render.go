@@ -148,14 +148,8 @@ func ReadCSV(path string) ([]Row, error) {
 // cells aggregates a metric of the rows by (encoding label, factor) over
 // seeds and lists the labels in the rows' order.
 func cells(rows []Row, metric func(Row) float64) (map[[2]string]study.Cell, []string) {
-	var labels []string
-	for _, r := range rows {
-		if !slices.Contains(labels, r.Encoding) {
-			labels = append(labels, r.Encoding)
-		}
-	}
-	return study.Aggregate(rows, func(r Row) [2]string { return [2]string{r.Encoding, strconv.Itoa(r.Factor)} },
-		func(r Row) (bool, string) { return r.Status != StatusOK, r.Note }, metric), labels
+	return study.Cells(rows, func(r Row) string { return r.Encoding }, func(r Row) string { return strconv.Itoa(r.Factor) },
+		func(r Row) (bool, string) { return r.Status != StatusOK, r.Note }, metric)
 }
 
 // Markdown renders table.md: per encoding and positions, the accuracy and

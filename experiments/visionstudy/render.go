@@ -67,14 +67,8 @@ func (r Row) label() string {
 // cells aggregates a metric of the rows by (label, resolution) over seeds
 // (study.Aggregate) and lists the labels in the rows' order.
 func cells(rows []Row, metric func(Row) float64) (map[[2]string]study.Cell, []string) {
-	var labels []string
-	for _, r := range rows {
-		if !slices.Contains(labels, r.label()) {
-			labels = append(labels, r.label())
-		}
-	}
-	return study.Aggregate(rows, func(r Row) [2]string { return [2]string{r.label(), r.Resolution} },
-		func(r Row) (bool, string) { return r.Status != StatusOK, r.Note }, metric), labels
+	return study.Cells(rows, Row.label, func(r Row) string { return r.Resolution },
+		func(r Row) (bool, string) { return r.Status != StatusOK, r.Note }, metric)
 }
 
 // Markdown renders the tables of table.md: test accuracy (%) per encoding
