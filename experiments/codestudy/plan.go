@@ -104,13 +104,7 @@ func Preset(name string) (Plan, error) {
 func (p Plan) TrainLen() int { return p.Base.SeqLen }
 
 // Lengths are the evaluation lengths f*L.
-func (p Plan) Lengths() []int {
-	out := make([]int, len(p.Factors))
-	for i, f := range p.Factors {
-		out[i] = f * p.Base.SeqLen
-	}
-	return out
-}
+func (p Plan) Lengths() []int { return study.ScaledLengths(p.Factors, p.Base.SeqLen) }
 
 // MaxLen is the longest evaluation length.
 func (p Plan) MaxLen() int { return slices.Max(p.Lengths()) }

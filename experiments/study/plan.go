@@ -179,10 +179,14 @@ func (p Plan) maxFactor() int {
 func (p Plan) TrainLen() int { return p.Base.SeqLen }
 
 // Lengths returns the evaluation lengths Le = f·L.
-func (p Plan) Lengths() []int {
-	out := make([]int, len(p.Factors))
-	for i, f := range p.Factors {
-		out[i] = f * p.Base.SeqLen
+func (p Plan) Lengths() []int { return ScaledLengths(p.Factors, p.Base.SeqLen) }
+
+// ScaledLengths returns the evaluation lengths f·l of each factor f, in
+// order: every study's lengths from its factors and training length.
+func ScaledLengths(factors []int, l int) []int {
+	out := make([]int, len(factors))
+	for i, f := range factors {
+		out[i] = f * l
 	}
 	return out
 }
