@@ -30,6 +30,9 @@ type AttentionOpts struct {
 	// Mask is nil or a float node that broadcasts onto [B, H, Tq, Tk]
 	// (1 = may attend, 0 = blocked), as for MaskedSoftmax.
 	Mask *G.Node
+	// Probe, if not nil, records the attention's statistics per head while
+	// it is armed (see AttentionProbe); it never changes the result.
+	Probe *AttentionProbe
 }
 
 // AttentionProbs is the fused score and softmax stage of scaled dot-product
@@ -74,7 +77,7 @@ func AttentionProbs(q, k *G.Node, o AttentionOpts) (*G.Node, error) {
 	if scale == 0 {
 		scale = 1 / math.Sqrt(float64(ql.cols))
 	}
-	op := &attnProbsOp{q: ql, k: kl, scale: scale, iTerms: -1, iBias: -1, iMask: -1}
+	op := &attnProbsOp{q: ql, k: kl, scale: scale, iTerms: -1, iBias: -1, iMask: -1, probe: o.Probe}
 	out := op.outShape()
 	inputs := G.Nodes{q, k}
 	add := func(what string, n *G.Node, exact bool) (int, tensor.Shape, error) {
@@ -125,6 +128,8 @@ type attnProbsOp struct {
 	biasBc, maskBc       bcast
 	ranks                []int
 	res                  buf
+	// probe is not part of the op's identity (String, hash): it observes.
+	probe *AttentionProbe
 }
 
 func (op *attnProbsOp) outShape() tensor.Shape {
@@ -231,6 +236,13 @@ func attnProbsDo[T float](op *attnProbsOp, vs []G.Value) (G.Value, error) {
 	t, p := bufFor[T](&op.res, out)
 	h, tq, tk, dh := op.q.h, op.q.rows, op.k.rows, op.q.cols
 	scale := T(op.scale)
+	var acc []headAcc // per (batch, head), when the probe records
+	if op.probe.Armed() {
+		acc = make([]headAcc, op.q.b*h)
+		for i := range acc {
+			acc[i] = newHeadAcc()
+		}
+	}
 	parallelFor(op.q.b*h, tq*tk*dh, func(lo, hi int) {
 		for bh := lo; bh < hi; bh++ {
 			b, hh := bh/h, bh%h
@@ -245,6 +257,11 @@ func attnProbsDo[T float](op *attnProbsOp, vs []G.Value) (G.Value, error) {
 			if isF32[T]() {
 				rowMax = make([]T, tq)
 			}
+			var pa *headAcc
+			var allowed []int
+			if acc != nil {
+				pa, allowed = &acc[bh], make([]int, tq)
+			}
 			for i := 0; i < tq; i++ {
 				r := bh*tq + i
 				row := pm[i*tk : (i+1)*tk]
@@ -256,6 +273,17 @@ func attnProbsDo[T float](op *attnProbsOp, vs []G.Value) (G.Value, error) {
 				if mask != nil {
 					mk, off, step = mask, op.maskBc.rowOff[r], op.maskBc.step
 				}
+				if pa != nil {
+					var tr []T
+					if terms != nil {
+						tr = terms[(bh*tq+i)*tk : (bh*tq+i+1)*tk]
+					}
+					var boff, bstep int
+					if bias != nil {
+						boff, bstep = op.biasBc.rowOff[r], op.biasBc.step
+					}
+					allowed[i] = probeScores(pa, row, tr, scale, bias, boff, bstep, mk, off, step)
+				}
 				if rowMax != nil {
 					rowMax[i] = maskRow(row, mk, off, step)
 				} else {
@@ -265,8 +293,16 @@ func attnProbsDo[T float](op *attnProbsOp, vs []G.Value) (G.Value, error) {
 			if rowMax != nil {
 				k32.softmaxRows(any(pm).([]float32), tk, any(rowMax).([]float32))
 			}
+			if pa != nil {
+				for i := range tq {
+					probeProbs(pa, pm[i*tk:(i+1)*tk], allowed[i])
+				}
+			}
 		}
 	})
+	if acc != nil {
+		op.probe.merge(acc, h)
+	}
 	return t, nil
 }
 

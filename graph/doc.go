@@ -43,6 +43,8 @@
 //	AttentionProbs(q, k, opts)      softmax((q·kᵀ + terms)·scale + bias | mask) [B, H, Tq, Tk], q and k
 //	                                [B, H, T, dh] or heads merged [B, T, H*dh]
 //	AttentionOutput(probs, v, merge) probs·v per head, v and the result split or merged
+//	                                (opts.Probe, an AttentionProbe, records per-head entropy, score
+//	                                extremes, position-bias RMS and one-hot fraction while armed)
 //	SplitHeads(x, H), MergeHeads(x) [B, T, H*dh] <-> [B, H, T, dh]
 //	RelScores(x, tab)               x [B, H, T, dh] · tab [H, R, dh]ᵀ -> [B, H, T, R] (XL, DeBERTa)
 //	TransposeLast2(x)               [..., M, N] -> [..., N, M]

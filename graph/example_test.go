@@ -43,3 +43,32 @@ func ExampleMaskedSoftmax() {
 	// [0.333 0.333 0.333]
 	// GradCheck: <nil>
 }
+
+// ExampleAttentionProbe records the statistics of causal attention whose
+// scores are all equal: query i spreads its weight evenly over i+1 keys,
+// so the counted queries (those with at least two keys) have entropies
+// ln 2 and ln 3, and none is one-hot.
+func ExampleAttentionProbe() {
+	g := G.NewGraph()
+	zeros := func(name string) *G.Node { // [B=1, T=3, H*dh=2], one head
+		return G.NewTensor(g, tensor.Float64, 3, G.WithShape(1, 3, 2), G.WithName(name),
+			G.WithValue(tensor.New(tensor.WithShape(1, 3, 2), tensor.Of(tensor.Float64))))
+	}
+	mask := graph.MaskNode(g, graph.CausalMask(tensor.Float64, 3, 3, 0, 0), "causal") // [1, 1, 3, 3]
+	probe := graph.NewAttentionProbe()
+	if _, err := graph.AttentionProbs(zeros("q"), zeros("k"), graph.AttentionOpts{Heads: 1, Mask: mask, Probe: probe}); err != nil {
+		panic(err)
+	}
+	m := G.NewTapeMachine(g)
+	defer m.Close()
+	probe.Arm()
+	if err := m.RunAll(); err != nil {
+		panic(err)
+	}
+	probe.Disarm()
+	s := probe.Stats()[0]
+	fmt.Printf("rows %d, entropy mean %.4f min %.4f, one-hot %.0f%%, scores %g..%g, position RMS %v\n",
+		s.Rows, s.EntropyMean, s.EntropyMin, 100*s.OneHot, s.ScoreMin, s.ScoreMax, s.PosRMS)
+	// Output:
+	// rows 2, entropy mean 0.8959 min 0.6931, one-hot 0%, scores 0..0, position RMS NaN
+}

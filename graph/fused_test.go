@@ -203,6 +203,11 @@ func attnMask(c attnCase, dt tensor.Dtype) *tensor.Dense {
 // buildAttn builds AttentionProbs (fused) or the unfused chain for c and
 // returns probs and the nodes to differentiate.
 func buildAttn(t *testing.T, c attnCase, dt tensor.Dtype, fused bool, seed int64) (*G.ExprGraph, *G.Node, G.Nodes) {
+	return buildAttnWith(t, c, dt, fused, seed, nil)
+}
+
+// buildAttnWith is buildAttn with a probe on the fused op.
+func buildAttnWith(t *testing.T, c attnCase, dt tensor.Dtype, fused bool, seed int64, probe *AttentionProbe) (*G.ExprGraph, *G.Node, G.Nodes) {
 	rng := rand.New(rand.NewSource(seed))
 	g := G.NewGraph()
 	d := c.h * c.dh
@@ -229,7 +234,7 @@ func buildAttn(t *testing.T, c attnCase, dt tensor.Dtype, fused bool, seed int64
 		scale = 1 / math.Sqrt(float64(c.dh))
 	}
 	if fused {
-		p := must(t)(AttentionProbs(q, k, AttentionOpts{Heads: c.h, Scale: c.scale, Terms: terms, Bias: bias, Mask: mask}))
+		p := must(t)(AttentionProbs(q, k, AttentionOpts{Heads: c.h, Scale: c.scale, Terms: terms, Bias: bias, Mask: mask, Probe: probe}))
 		return g, p, wrt
 	}
 	q4, k4 := q, k

@@ -44,6 +44,7 @@ type Attention struct {
 	g          *G.ExprGraph
 	p          *graph.Params
 	probs      *G.Node
+	probe      *graph.AttentionProbe
 }
 
 // Probs returns the attention probabilities [B, H, Tq, Tk] of the last Fwd
@@ -51,12 +52,18 @@ type Attention struct {
 // run.
 func (a *Attention) Probs() *G.Node { return a.probs }
 
+// Probe returns the layer's attention probe: arm it (graph.AttentionProbe)
+// before running a graph that holds the layer, and read its per-head
+// statistics (entropy, score extremes, position part, one-hot fraction)
+// after. Unarmed, it costs nothing and changes nothing.
+func (a *Attention) Probe() *graph.AttentionProbe { return a.probe }
+
 // NewAttention creates the four projections in g.
 func NewAttention(g *G.ExprGraph, p *graph.Params, cfg AttentionConfig) (*Attention, error) {
 	if cfg.Heads <= 0 || cfg.D <= 0 || cfg.D%cfg.Heads != 0 {
 		return nil, errors.Errorf("attention %s: d_model %d must be a positive multiple of heads %d", cfg.Name, cfg.D, cfg.Heads)
 	}
-	a := &Attention{Cfg: cfg, DHead: cfg.D / cfg.Heads, g: g, p: p}
+	a := &Attention{Cfg: cfg, DHead: cfg.D / cfg.Heads, g: g, p: p, probe: graph.NewAttentionProbe()}
 	lin := func(w, b string) (*Linear, error) {
 		return NewLinear(g, p, LinearConfig{Name: cfg.Name + "/" + w, In: cfg.D, Out: cfg.D, Bias: true, InitStd: cfg.InitStd,
 			WName: cfg.Name + "/" + w, BName: cfg.Name + "/" + b})
@@ -157,7 +164,7 @@ func (a *Attention) FwdPositions(xq, xkv *G.Node, span posenc.Span, pos *posenc.
 	}
 
 	// probs = softmax((q kᵀ + terms) * scale + bias | mask), one fused op
-	opts := graph.AttentionOpts{Heads: h, Scale: 1 / math.Sqrt(float64(dh))}
+	opts := graph.AttentionOpts{Heads: h, Scale: 1 / math.Sqrt(float64(dh)), Probe: a.probe}
 	if hasTerms {
 		if opts.Terms, err = termer.ScoreTerms(site, q, k); err != nil { // [B, H, Tq, Tk]
 			return nil, err

@@ -376,3 +376,7 @@ func (m *GraphTransformer) constFloats(name string, shape tensor.Shape, v float6
 // Learnables returns every parameter node of the model in its graph, the
 // position encoding's included, sorted by name.
 func (m *GraphTransformer) Learnables() G.Nodes { return m.p.Nodes(m.g) }
+
+// Probes returns the attention probe of each block, in order (see
+// Attention.Probe and graph.AttentionProbe).
+func (m *GraphTransformer) Probes() []*graph.AttentionProbe { return blockProbes(m.Blocks) }

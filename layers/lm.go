@@ -304,6 +304,19 @@ func (m *LM) FwdWith(ids *G.Node, o Options) (*G.Node, error) {
 // position encoding's included, sorted by name.
 func (m *LM) Learnables() G.Nodes { return m.p.Nodes(m.g) }
 
+// Probes returns the attention probe of each block, in order (see
+// Attention.Probe and graph.AttentionProbe).
+func (m *LM) Probes() []*graph.AttentionProbe { return blockProbes(m.Blocks) }
+
+// blockProbes returns the attention probes of blocks, in order.
+func blockProbes(blocks []*Block) []*graph.AttentionProbe {
+	ps := make([]*graph.AttentionProbe, len(blocks))
+	for i, b := range blocks {
+		ps[i] = b.Attn.Probe()
+	}
+	return ps
+}
+
 // Hidden returns the input [B, T, d] of each block of the last FwdWith: the
 // states a Transformer-XL style caller copies into the next segment's Mems.
 func (m *LM) Hidden() []*G.Node { return append([]*G.Node(nil), m.hidden...) }

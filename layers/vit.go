@@ -172,3 +172,7 @@ func (c ViTConfig) String() string {
 	}
 	return fmt.Sprintf("vit pos=%s patch=%d d=%d heads=%d layers=%d ffn=%d classes=%d", pos, c.Patch, e.DModel, e.Heads, e.Layers, e.FFN, c.Classes)
 }
+
+// Probes returns the attention probe of each block, in order (see
+// Attention.Probe and graph.AttentionProbe).
+func (m *ViT) Probes() []*graph.AttentionProbe { return blockProbes(m.Blocks) }

@@ -7,11 +7,15 @@
 //	go run ./experiments/train -pos rope -steps 500 -eval-every 100
 //	go run ./experiments/train -config run.json -lr 1e-3
 //	go run ./experiments/train -pos t5 -t5-max-distance 64 -dump-config
+//	go run ./experiments/train -pos t5 -monitor 50    # attention monitor
 //
 // Every option of trainer.Config, layers.Config and posenc.Options is a
 // flag (go run ./experiments/train -h lists them grouped); -config starts
 // from a JSON configuration, -dump-config prints the resolved one. The run
-// locks its checkpoint (<ckpt>.lock) and writes <ckpt dir>/metrics.jsonl.
+// locks its checkpoint (<ckpt>.lock) and writes <ckpt dir>/metrics.jsonl;
+// with -monitor N also <ckpt dir>/monitor.csv (attention entropy, score
+// extremes, position bias RMS, one-hot fraction per layer and head, the
+// gradient norm before clipping) and its figure monitor.png.
 // Ctrl-C stops before the next update and saves the checkpoint; running the
 // same command again resumes.
 //
@@ -47,6 +51,7 @@ func run(args []string) int {
 	sample := fs.Int("sample", 200, "bytes of sample text to generate at the end (0: none)")
 	prompt := fs.String("prompt", "Light ", "prompt of the sample")
 	temp := fs.Float64("temp", 0.8, "sampling temperature (<= 0: greedy)")
+	monitor := fs.Int("monitor", 0, "record attention statistics per layer and head every N updates to <ckpt dir>/monitor.csv and draw monitor.png (0: off)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -78,7 +83,7 @@ func run(args []string) int {
 	opt := trainer.RunOptions{
 		Ckpt: *ckpt, Resume: *resume, Fresh: *fresh, SaveEvery: *saveEvery,
 		SampleLen: *sample, Prompt: *prompt, Temperature: *temp,
-		Progress: os.Stderr, Log: os.Stdout,
+		Progress: os.Stderr, Log: os.Stdout, MonitorEvery: *monitor,
 	}
 	if err := opt.Check(); err != nil {
 		return usage(err)
@@ -100,7 +105,15 @@ func run(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() { <-ctx.Done(); stop() }()
-	if _, err := trainer.Run(ctx, cfg, c, opt); err != nil {
+	_, err = trainer.Run(ctx, cfg, c, opt)
+	if *monitor > 0 { // also after a failed run: the figure shows where it broke
+		if png, perr := trainer.WriteMonitorPNG(opt.Ckpt, "pos="+cfg.Resolved().Model.Pos); perr != nil {
+			fmt.Fprintln(os.Stderr, "train: monitor plot:", perr)
+		} else {
+			fmt.Printf("monitor: %s and %s\n", trainer.MonitorPath(opt.Ckpt), png)
+		}
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "train:", err)
 		return 1
 	}

@@ -121,6 +121,24 @@
 // and val_name), dropping lines after the step it resumes from, so an
 // interrupted and resumed run leaves the log of an uninterrupted one.
 //
+// # Attention monitor
+//
+// RunOptions.MonitorEvery = N (the -monitor N flag of experiments/train)
+// records, at the first update, every N-th and the update at which a run
+// fails, one MonitorRecord per layer and head: the attention entropy (mean
+// and min over queries), the largest and smallest pre-softmax score, the
+// RMS of the position bias or terms, the fraction of nearly one-hot
+// queries (graph.HeadStats, measured inside the fused attention op by each
+// layer's graph.AttentionProbe), with the update's gradient norm before
+// clipping and its loss. They go to <checkpoint dir>/monitor.csv
+// (ReadMonitor; resumption drops the records of later steps) and to
+// RunOptions.OnMonitor; MonitorPNG and WriteMonitorPNG draw them, one row
+// per figure, one column per layer, one line per head. The task must
+// implement Prober (LMTask does). Off (0), no probe is armed: training is
+// bit for bit what it is without the monitor, and on as well, since the
+// probe only reads. A failing update returns a *NonFiniteError (errors.As)
+// naming its step.
+//
 // # Evaluation
 //
 // An Evaluator is a forward-only graph of [Batch, Le] built once from a

@@ -53,6 +53,15 @@ func (t *LMTask) Corpus() *Corpus { return t.corpus }
 // LM returns the model of the training graph (nil before Build).
 func (t *LMTask) LM() *layers.LM { return t.lm }
 
+// Probes returns the attention probes of the training graph's blocks (nil
+// before Build), for the monitor (Prober).
+func (t *LMTask) Probes() []*graph.AttentionProbe {
+	if t.lm == nil {
+		return nil
+	}
+	return t.lm.Probes()
+}
+
 // Build checks the estimated memory and the corpus length, creates the batch
 // generator (seeded with Config.Seed) and the graph ids [B, L] -> logits
 // [B*L, 256] -> mean cross-entropy against targets [B*L].

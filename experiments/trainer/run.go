@@ -60,6 +60,19 @@ type RunOptions struct {
 	// OnSave, if set, is called after every checkpoint write with the step
 	// saved; an error stops the run and is returned.
 	OnSave func(step int) error
+	// MonitorEvery > 0 turns on the attention monitor: the first update,
+	// every MonitorEvery-th and an update that fails (its forward pass run
+	// again with the probes armed: on its batch and weights, or after the
+	// update for weights it made non-finite) are recorded per layer
+	// and head (MonitorRecord: attention entropy, score extremes, position
+	// bias RMS, one-hot fraction, gradient norm before clipping, loss), in
+	// MonitorPath(Ckpt) when there is a checkpoint (records after the step
+	// resumed from are dropped, as for metrics.jsonl). The task must
+	// implement Prober (the language model does). 0, the default, records
+	// nothing and costs nothing.
+	MonitorEvery int
+	// OnMonitor, if set, receives the records of each recorded update.
+	OnMonitor func([]MonitorRecord)
 
 	// testHook, if set, is called before each update with the trainer
 	// (tests poison weights with it).
@@ -125,6 +138,8 @@ func (o RunOptions) Check() error {
 		return errors.Errorf("-save-every %d must not be negative", o.SaveEvery)
 	case o.SampleLen < 0:
 		return errors.Errorf("-sample %d must not be negative", o.SampleLen)
+	case o.MonitorEvery < 0:
+		return errors.Errorf("-monitor %d must not be negative (0 turns the monitor off)", o.MonitorEvery)
 	}
 	return nil
 }
@@ -278,6 +293,11 @@ func RunTask(ctx context.Context, cfg Config, task Task, opt RunOptions) (sum *S
 		}
 		defer mlog.close()
 	}
+	mon, err := newMonitor(opt.MonitorEvery, task, opt.Ckpt, t.Step(), opt.OnMonitor)
+	if err != nil {
+		return nil, err
+	}
+	defer mon.close()
 	if opt.OnStart != nil {
 		opt.OnStart(t.Step())
 	}
@@ -340,9 +360,21 @@ func RunTask(ctx context.Context, cfg Config, task Task, opt RunOptions) (sum *S
 			bar.Exit()
 			return sum, interrupted(stop, t.Step(), cfg.Steps, opt.Ckpt, t.Step() > saved, save)
 		}
+		armed := mon.arm(t.Step())
 		t0 := time.Now()
 		r, err := t.TrainStep()
 		dt := time.Since(t0)
+		if err != nil && !armed && mon != nil {
+			// record the failing update too: its forward pass again, armed
+			mon.armAll()
+			t.rerunForward()
+			armed = true
+		}
+		if armed {
+			if merr := mon.record(r); merr != nil && err == nil {
+				return sum, merr
+			}
+		}
 		if err != nil {
 			bar.Exit()
 			return sum, errors.WithMessage(err, "training stopped; the checkpoint on disk (if any) is the last good one")

@@ -242,7 +242,9 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 	}
 	if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) {
 		optim.ZeroGrad(ps)
-		return res, errors.Errorf("trainer: step %d: training loss is %v; stopping", s+1, res.Loss)
+		res.GradNorm = math.NaN() // not computed
+		return res, &NonFiniteError{Step: s + 1, What: "loss", Value: res.Loss,
+			err: errors.Errorf("trainer: step %d: training loss is %v; stopping", s+1, res.Loss)}
 	}
 	if t.Cfg.ClipNorm > 0 {
 		res.GradNorm = optim.ClipGradNorm(ps, t.Cfg.ClipNorm)
@@ -251,7 +253,8 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 	}
 	if math.IsNaN(res.GradNorm) || math.IsInf(res.GradNorm, 0) {
 		optim.ZeroGrad(ps)
-		return res, errors.Errorf("trainer: step %d: gradient norm is %v (loss %.4f); stopping", s+1, res.GradNorm, res.Loss)
+		return res, &NonFiniteError{Step: s + 1, What: "gradient norm", Value: res.GradNorm,
+			err: errors.Errorf("trainer: step %d: gradient norm is %v (loss %.4f); stopping", s+1, res.GradNorm, res.Loss)}
 	}
 	res.LR = t.Sched.LR(s)
 	t.Opt.SetLR(res.LR)
@@ -259,12 +262,43 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 		return res, errors.Wrapf(err, "trainer: step %d", s+1)
 	}
 	if err := t.checkFinite(); err != nil {
-		t.broken = errors.WithMessagef(err, "trainer: step %d (learning rate %g) made the weights non-finite; stopping", s+1, res.LR)
+		t.broken = &NonFiniteError{Step: s + 1, What: "weights", Value: math.NaN(),
+			err: errors.WithMessagef(err, "trainer: step %d (learning rate %g) made the weights non-finite; stopping", s+1, res.LR)}
 		return res, t.broken
 	}
 	t.step++
 	return res, nil
 }
+
+// rerunForward runs the training graph again on the current batch and
+// weights (for the monitor, after a failed update) and discards the
+// gradients; errors are ignored, as the update has already failed.
+func (t *Trainer) rerunForward() {
+	defer t.vm.Reset()
+	t.vm.Reset()
+	if t.vm.RunAll() != nil {
+		return
+	}
+	if ps, err := t.optParams(); err == nil {
+		optim.ZeroGrad(ps)
+	}
+}
+
+// NonFiniteError is the error of an update that met a NaN or an infinity:
+// in its training loss (What "loss"), its gradient norm ("gradient norm"),
+// or, after the update, in a weight ("weights"; the trainer is then
+// broken). Step is the 1-based index of the update, Value the non-finite
+// value (NaN for weights). TrainStep returns it as the error; RunTask wraps
+// it, so errors.As finds it: the step at which a run diverged.
+type NonFiniteError struct {
+	Step  int
+	What  string
+	Value float64
+	err   error
+}
+
+func (e *NonFiniteError) Error() string { return e.err.Error() }
+func (e *NonFiniteError) Unwrap() error { return e.err }
 
 // checkFinite returns an error naming the first parameter holding a NaN or
 // an infinity.

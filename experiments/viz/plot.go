@@ -279,6 +279,106 @@ func Lines(series []Series, o LineOptions) (png []byte, err error) {
 			png, err = nil, errors.Errorf("viz: line plot: gonum/plot panicked: %v", r)
 		}
 	}()
+	p, err := linePlot(series, o)
+	if err != nil {
+		return nil, err
+	}
+	w, h := o.Width, o.Height
+	if w <= 0 {
+		w = DefaultWidth
+	}
+	if h <= 0 {
+		h = DefaultHeight
+	}
+	wt, err := p.WriterTo(px(w), px(h), "png")
+	if err != nil {
+		return nil, errors.Wrap(err, "viz: rendering the line plot")
+	}
+	var buf bytes.Buffer
+	if _, err := wt.WriteTo(&buf); err != nil {
+		return nil, errors.Wrap(err, "viz: encoding the PNG")
+	}
+	return buf.Bytes(), nil
+}
+
+// LineGrid draws small multiples of line plots, cols per row: panel i
+// holds panels[i] on its own axes (Lines' rules for each), titled by
+// titles[i]. An empty panel is drawn as its title alone (a figure that does
+// not apply). o's labels, LogY and legend placement apply to every panel;
+// o.Width and o.Height are the whole figure's size (default DefaultWidth
+// wide and DefaultHeight*2/3 per row). It returns the PNG, or an error if
+// cols is not positive, no panel holds a series, or a panel's series
+// breaks Lines' rules (the error names the panel).
+func LineGrid(panels [][]Series, titles []string, cols int, o LineOptions) (png []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			png, err = nil, errors.Errorf("viz: line grid: gonum/plot panicked: %v", r)
+		}
+	}()
+	if cols <= 0 || len(panels) == 0 {
+		return nil, errors.Errorf("viz: line grid of %d panels in %d columns", len(panels), cols)
+	}
+	cols = min(cols, len(panels))
+	rows := (len(panels) + cols - 1) / cols
+	plots := make([][]*plot.Plot, rows)
+	some := false
+	for r := range plots {
+		plots[r] = make([]*plot.Plot, cols)
+		for c := range plots[r] {
+			i := r*cols + c
+			var p *plot.Plot
+			if i < len(panels) && len(panels[i]) > 0 {
+				po := o
+				po.Title = ""
+				if p, err = linePlot(panels[i], po); err != nil {
+					return nil, errors.WithMessagef(err, "panel %d", i)
+				}
+				some = true
+			} else {
+				p = plot.New()
+				p.HideAxes()
+			}
+			if i < len(titles) {
+				p.Title.Text = titles[i]
+			}
+			plots[r][c] = p
+		}
+	}
+	if !some {
+		return nil, errors.New("viz: line grid without any series")
+	}
+	w, h := o.Width, o.Height
+	if w <= 0 {
+		w = DefaultWidth
+	}
+	if h <= 0 {
+		h = 40 + rows*DefaultHeight*2/3
+	}
+	img := vgimg.New(px(w), px(h))
+	dc := draw.New(img)
+	if o.Title != "" {
+		t := plot.New()
+		t.Title.Text = o.Title
+		t.HideAxes()
+		t.Draw(draw.Crop(dc, 0, 0, dc.Max.Y-dc.Min.Y-px(30), 0))
+		dc = draw.Crop(dc, 0, 0, 0, -px(30))
+	}
+	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: px(14), PadY: px(10), PadTop: px(6), PadRight: px(6), PadBottom: px(4), PadLeft: px(4)}
+	canvases := plot.Align(plots, tiles, dc)
+	for r := range plots {
+		for c := range plots[r] {
+			plots[r][c].Draw(canvases[r][c])
+		}
+	}
+	var buf bytes.Buffer
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&buf); err != nil {
+		return nil, errors.Wrap(err, "viz: encoding the PNG")
+	}
+	return buf.Bytes(), nil
+}
+
+// linePlot builds the plot Lines draws.
+func linePlot(series []Series, o LineOptions) (*plot.Plot, error) {
 	if len(series) == 0 {
 		return nil, errors.New("viz: line plot without series")
 	}
@@ -357,22 +457,7 @@ func Lines(series []Series, o LineOptions) (png []byte, err error) {
 			p.Legend.XOffs = px(6)
 		}
 	}
-	w, h := o.Width, o.Height
-	if w <= 0 {
-		w = DefaultWidth
-	}
-	if h <= 0 {
-		h = DefaultHeight
-	}
-	wt, err := p.WriterTo(px(w), px(h), "png")
-	if err != nil {
-		return nil, errors.Wrap(err, "viz: rendering the line plot")
-	}
-	var buf bytes.Buffer
-	if _, err := wt.WriteTo(&buf); err != nil {
-		return nil, errors.Wrap(err, "viz: encoding the PNG")
-	}
-	return buf.Bytes(), nil
+	return p, nil
 }
 
 // Ints returns the integers as float64 (for Series.X and Series.Y).
