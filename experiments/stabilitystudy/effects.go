@@ -58,12 +58,12 @@ type Effect struct {
 	// Val is the mean and sample standard deviation of the differences of
 	// validation bits per byte over the ValN pairs in which neither run
 	// diverged.
-	ValMean, ValStd float64
+	ValMean, ValStd Num
 	ValN            int
 	// Spikes and GradSpikes: mean and std of the differences in the
 	// number of spikes over every pair.
-	SpikesMean, SpikesStd         float64
-	GradSpikesMean, GradSpikesStd float64
+	SpikesMean, SpikesStd         Num
+	GradSpikesMean, GradSpikesStd Num
 	// DivOn and DivOff count the diverged runs among the paired runs with
 	// and without the remedy.
 	DivOn, DivOff int
@@ -153,7 +153,8 @@ func effect(rows []Row, enc string, rm Remedy, lr float64) Effect {
 
 // meanStd is study.MeanStd of v summed in sorted order, so that the
 // result does not depend on the order of the pairs (map order).
-func meanStd(v []float64) (float64, float64) {
+func meanStd(v []float64) (Num, Num) {
 	slices.Sort(v)
-	return study.MeanStd(v)
+	m, s := study.MeanStd(v)
+	return Num(m), Num(s)
 }

@@ -227,7 +227,8 @@ func Markdown(f *File) string {
 }
 
 // fmtPM is "m ± s" with prec decimals ("" for NaN; "m" alone for n = 1).
-func fmtPM(m, s float64, n, prec int) string {
+func fmtPM(mn, sn Num, n, prec int) string {
+	m, s := float64(mn), float64(sn)
 	switch {
 	case math.IsNaN(m):
 		return ""
@@ -504,8 +505,8 @@ func PlotEffects(f *File, path string) error {
 					continue
 				}
 				off := 0.2 * (float64(ri) - float64(len(rms)-1)/2)
-				pts.XYs = append(pts.XYs, plotter.XY{X: float64(ei) + off, Y: e.ValMean})
-				pts.err = append(pts.err, e.ValStd)
+				pts.XYs = append(pts.XYs, plotter.XY{X: float64(ei) + off, Y: float64(e.ValMean)})
+				pts.err = append(pts.err, float64(e.ValStd))
 			}
 			if len(pts.XYs) == 0 {
 				continue

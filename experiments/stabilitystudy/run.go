@@ -300,7 +300,7 @@ func (r *runner) runJob(ctx context.Context, j Job, ckpt, tag string) ([]Row, er
 	prov := trainer.Provenance()
 	row.BLAS, row.GoVersion, row.GitRev, row.GitDirty = prov.BLAS, prov.GoVersion, prov.GitRev, prov.Dirty
 	Summarize(&row, cfg.Warmup)
-	r.logf("%s %s: %s, %d spikes, %d grad-norm spikes, final train %.4f, val %s bits/byte\n",
-		tag, j.Key(), row.Status, row.Spikes, row.GradSpikes, float64(row.FinalTrain), row.Val)
+	r.logf("%s %s: %s, %d spikes, %d grad-norm spikes, final train %.4f, val %.4f bits/byte\n",
+		tag, j.Key(), row.Status, row.Spikes, row.GradSpikes, float64(row.FinalTrain), float64(row.Val))
 	return []Row{row}, nil
 }
