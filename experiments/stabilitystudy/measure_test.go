@@ -115,3 +115,21 @@ func TestLossDiverged(t *testing.T) {
 		t.Error("final loss of no updates is not NaN")
 	}
 }
+
+// TestSummarize checks the figures Summarize takes from the curves, and
+// that a loss above 8 bits/byte after warm-up makes a finished run
+// diverged (without validation); a non-finite run's curve ends before
+// its failing update, so an earlier loss above 8 bits takes its place.
+func TestSummarize(t *testing.T) {
+	r := Row{Status: StatusOK, Val: 3, Loss: with(flat(100, 3), 9, 60, 61), GradNorm: with(flat(100, 1), 30, 70)}
+	Summarize(&r, 30)
+	if r.Steps != 100 || r.Spikes != 1 || r.GradSpikes != 1 || r.MaxGradNorm != 30 || r.FinalTrain != 3 ||
+		r.Status != StatusDiverged || r.DivergedStep != 60 || !math.IsNaN(float64(r.Val)) || r.Why == "" {
+		t.Errorf("summary %+v", r)
+	}
+	r = Row{Status: StatusDiverged, DivergedStep: 50, Why: "non-finite loss", Val: Num(math.NaN()), Loss: with(flat(49, 3), 9, 45)}
+	Summarize(&r, 30)
+	if r.DivergedStep != 45 || r.Steps != 49 {
+		t.Errorf("an earlier loss above 8 bits: %+v", r)
+	}
+}
