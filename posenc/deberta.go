@@ -13,10 +13,11 @@ import (
 func init() {
 	register(Info{Name: "deberta", Kind: KindRelative, Learnable: true}, func(o Options) (Encoding, error) {
 		e, err := NewDeBERTa(o.DebertaBuckets, o.DebertaMaxPosition, o.InitStd)
-		if err == nil {
-			e.Alpha = o.Alpha
+		if err != nil {
+			return nil, err
 		}
-		return e, err
+		e.Alpha = o.Alpha
+		return e, nil
 	})
 }
 

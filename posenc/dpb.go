@@ -16,10 +16,11 @@ import (
 func init() {
 	register(Info{Name: "dpb", Kind: KindRelative, Learnable: true}, func(o Options) (Encoding, error) {
 		e, err := NewDPB(o.DPBWidth, o.DPBDepth, o.DPBLogDistance, o.DPBNorm)
-		if err == nil {
-			e.Alpha = o.Alpha
+		if err != nil {
+			return nil, err
 		}
-		return e, err
+		e.Alpha = o.Alpha
+		return e, nil
 	})
 }
 

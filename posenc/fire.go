@@ -13,10 +13,11 @@ import (
 func init() {
 	register(Info{Name: "fire", Kind: KindRelative, Learnable: true}, func(o Options) (Encoding, error) {
 		e, err := NewFIRE(o.FireWidth, o.FireInitC, o.FireInitL)
-		if err == nil {
-			e.Alpha = o.Alpha
+		if err != nil {
+			return nil, err
 		}
-		return e, err
+		e.Alpha = o.Alpha
+		return e, nil
 	})
 }
 

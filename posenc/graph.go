@@ -28,10 +28,11 @@ func init() {
 			return nil, errors.Errorf("posenc graphormer-spatial: maximum distance %d must be at least 1", o.GraphMaxDist)
 		}
 		e, err := NewGraphormerSpatial(o.GraphMaxDist+3, o.InitStd, false)
-		if err == nil {
-			e.Alpha = o.Alpha
+		if err != nil {
+			return nil, err
 		}
-		return e, err
+		e.Alpha = o.Alpha
+		return e, nil
 	})
 	register(Info{Name: "graphormer-centrality", Kind: KindStructural, Learnable: true}, func(o Options) (Encoding, error) {
 		return NewGraphormerCentrality(o.GraphMaxDegree, o.InitStd)

@@ -25,17 +25,19 @@ const KerplePowerMax = 2.0
 func init() {
 	register(Info{Name: "kerple-log", Kind: KindRelative, Learnable: true}, func(o Options) (Encoding, error) {
 		e, err := NewKerple(KerpleLog, o.KerpleEps)
-		if err == nil {
-			e.Alpha = o.Alpha
+		if err != nil {
+			return nil, err
 		}
-		return e, err
+		e.Alpha = o.Alpha
+		return e, nil
 	})
 	register(Info{Name: "kerple-power", Kind: KindRelative, Learnable: true}, func(o Options) (Encoding, error) {
 		e, err := NewKerple(KerplePower, o.KerpleEps)
-		if err == nil {
-			e.Alpha = o.Alpha
+		if err != nil {
+			return nil, err
 		}
-		return e, err
+		e.Alpha = o.Alpha
+		return e, nil
 	})
 }
 

@@ -11,10 +11,11 @@ import (
 func init() {
 	register(Info{Name: "shaw", Kind: KindRelative, Learnable: true}, func(o Options) (Encoding, error) {
 		e, err := NewShaw(o.ShawK, o.InitStd)
-		if err == nil {
-			e.Alpha = o.Alpha
+		if err != nil {
+			return nil, err
 		}
-		return e, err
+		e.Alpha = o.Alpha
+		return e, nil
 	})
 	register(Info{Name: "shaw-scalar", Kind: KindRelative, Learnable: true}, func(o Options) (Encoding, error) { return NewShawScalar(o.ShawK, o.InitStd, o.Alpha) })
 }
