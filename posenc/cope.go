@@ -65,6 +65,12 @@ func init() {
 // padding mask (their code multiplies the gates by its attention mask; this
 // library's language models have none).
 //
+// With Alpha (Options.Alpha), "<prefix>/cope_alpha" [1], per layer like
+// the table, init AlphaInit, not weight-decayed, multiplies the terms (o,
+// not the content logits nor the gates), computed as z = q·(alpha·e): the
+// interpolation is linear in z, so this is alpha·o up to rounding, exactly
+// o at alpha = 1. With the zero table, alpha's first gradient is 0 too.
+//
 // Kind: KindRelative, since p_ij is a contextual count of the keys between
 // key and query, a relative position that depends on the content.
 //
@@ -78,17 +84,20 @@ type CoPE struct {
 	// code's default) instead of after it (terms = √dh·o, the paper's
 	// appendix).
 	Divide bool
+	// Alpha scales the terms by the learnable "<prefix>/cope_alpha"
+	// (Options.Alpha).
+	Alpha bool
 }
 
 // NewCoPE returns the CoPE encoding configured by o (defaults applied):
-// NPos = CopeNPos, Divide = CopeDivide. It returns an error naming cope for
+// NPos = CopeNPos, Divide = CopeDivide, Alpha = Alpha. It returns an error naming cope for
 // CopeNPos < 0 (0 is the default, 64).
 func NewCoPE(o Options) (*CoPE, error) {
 	o = o.Defaults()
 	if o.CopeNPos <= 0 {
 		return nil, errors.Errorf("posenc cope: number of positions CopeNPos = %d, want > 0", o.CopeNPos)
 	}
-	return &CoPE{NPos: o.CopeNPos, Divide: o.CopeDivide}, nil
+	return &CoPE{NPos: o.CopeNPos, Divide: o.CopeDivide, Alpha: o.Alpha}, nil
 }
 
 // Name implements Encoding.
@@ -98,7 +107,7 @@ func (e *CoPE) Name() string { return CoPEName }
 func (e *CoPE) CausalOnly() bool { return true }
 
 // ScoreTerms implements ScoreTermer: terms [B, H, TQ, TK] = √dh·o (o with
-// Divide), from q [B, H, TQ, dh] and k [B, H, TK, dh]; the table
+// Divide; times cope_alpha with Alpha), from q [B, H, TQ, dh] and k [B, H, TK, dh]; the table
 // "<s.Prefix>/cope_emb" [dh, NPos] is created on first use (zeros). Returns
 // an error naming cope for a bidirectional site, shapes that do not match
 // the site, or NPos <= 0.
@@ -149,6 +158,9 @@ func (e *CoPE) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 	qf, err := graph.Reshape(q, 1, b*h*tq, dh)
 	if err != nil {
 		return nil, fail(err, "q")
+	}
+	if emb, err = withAlpha(s, emb, e.Alpha, s.Prefix+"/cope_alpha"); err != nil {
+		return nil, fail(err, "cope_alpha")
 	}
 	e3, err := graph.Reshape(emb, 1, dh, e.NPos)
 	if err != nil {

@@ -12,7 +12,12 @@ import (
 
 func init() {
 	register(Info{Name: "deberta", Kind: KindRelative, Learnable: true}, func(o Options) (Encoding, error) {
-		return NewDeBERTa(o.DebertaBuckets, o.DebertaMaxPosition, o.InitStd)
+		e, err := NewDeBERTa(o.DebertaBuckets, o.DebertaMaxPosition, o.InitStd)
+		if err != nil {
+			return nil, err
+		}
+		e.Alpha = o.Alpha
+		return e, nil
 	})
 }
 
@@ -40,9 +45,11 @@ func init() {
 //
 // Parameter: "deberta_rel" [2·Buckets, d], shared by all layers, init
 // N(0, InitStd²), not weight-decayed; no LayerNorm on it (HF's norm_rel_ebd
-// is not modelled) and no absolute position input. The index tables are
-// computed on the host once per span and cached. Options.Alpha does not
-// apply.
+// is not modelled) and no absolute position input. With Alpha
+// (Options.Alpha), also "deberta_alpha" [1], init AlphaInit, shared like
+// deberta_rel, not weight-decayed, multiplying the position terms
+// c2p + p2c (not the content term q·k). The index tables are computed on
+// the host once per span and cached.
 //
 // Settings compared with Hugging Face DeBERTa-v2/v3 (deberta-v3-base's
 // config.json):
@@ -78,6 +85,9 @@ type DeBERTa struct {
 	MaxPosition int
 	// InitStd is the init standard deviation of deberta_rel.
 	InitStd float64
+	// Alpha scales the terms by the learnable "deberta_alpha"
+	// (Options.Alpha).
+	Alpha bool
 
 	cache tableCache[debertaKey, *debertaIdx]
 }
@@ -191,7 +201,7 @@ func (e *DeBERTa) indices(s Span) *debertaIdx {
 	return ix
 }
 
-// ScoreTerms implements ScoreTermer: c2p + p2c [B, H, TQ, TK] from
+// ScoreTerms implements ScoreTermer: (alpha *) (c2p + p2c) [B, H, TQ, TK] from
 // q [B, H, TQ, dh] and k [B, H, TK, dh] (unscaled; attention multiplies the
 // sum with q·kᵀ by Scale).
 func (e *DeBERTa) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
@@ -249,5 +259,9 @@ func (e *DeBERTa) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 		return nil, errors.Wrap(err, "posenc deberta: p2c")
 	}
 	out, err := graph.Add(c2p, p2c)
-	return out, errors.Wrap(err, "posenc deberta: c2p + p2c")
+	if err != nil {
+		return nil, errors.Wrap(err, "posenc deberta: c2p + p2c")
+	}
+	out, err = withAlpha(s, out, e.Alpha, "deberta_alpha")
+	return out, errors.Wrap(err, "posenc deberta")
 }

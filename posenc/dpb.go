@@ -15,7 +15,12 @@ import (
 
 func init() {
 	register(Info{Name: "dpb", Kind: KindRelative, Learnable: true}, func(o Options) (Encoding, error) {
-		return NewDPB(o.DPBWidth, o.DPBDepth, o.DPBLogDistance, o.DPBNorm)
+		e, err := NewDPB(o.DPBWidth, o.DPBDepth, o.DPBLogDistance, o.DPBNorm)
+		if err != nil {
+			return nil, err
+		}
+		e.Alpha = o.Alpha
+		return e, nil
 	})
 }
 
@@ -47,7 +52,9 @@ func init() {
 // DynamicPositionBias per stack of layers): "dpb_w<l>" [in, out] and
 // "dpb_b<l>" [out] for l = 0..Depth (layer Depth is the output map to H),
 // initialised as PyTorch's nn.Linear, U(-1/√in, 1/√in); with Norm,
-// "dpb_ln<l>_g" and "dpb_ln<l>_b" [Width] for l = 0..Depth-1. None is
+// "dpb_ln<l>_g" and "dpb_ln<l>_b" [Width] for l = 0..Depth-1; with Alpha
+// (Options.Alpha), "dpb_alpha" [1], init AlphaInit, multiplying the MLP's
+// output, the whole bias (line and real positions alike). None is
 // weight-decayed.
 //
 // DPB is a TableBiaser (the table is the MLP's output on the span's
@@ -71,6 +78,8 @@ func init() {
 type DPB struct {
 	Width, Depth      int
 	LogDistance, Norm bool
+	// Alpha scales the bias by the learnable "dpb_alpha" (Options.Alpha).
+	Alpha bool
 
 	nodes, tables graphNodes[relNodeKey]
 
@@ -137,8 +146,7 @@ func (e *DPB) realBias(s *Site) (*G.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := biasMLP{name: "dpb", widths: e.widths(s.H), act: silu, norm: e.Norm}
-	table, err := m.apply(s, in)
+	table, err := e.mlp(s, in)
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +176,8 @@ func (e *DPB) ScoreBias(s *Site) (*G.Node, error) {
 	return realScoreBias("dpb", &e.rnodes, s, e.realBias)
 }
 
-// BiasTable implements TableBiaser: the MLP's output [TQ+TK-1, H] on the
+// BiasTable implements TableBiaser: the MLP's output [TQ+TK-1, H] (times
+// dpb_alpha with Alpha) on the
 // distinct distances of the span, row k for the distance
 // r = QStart - (KStart+TK-1) + k (query minus key). Calls for the same
 // graph, parameter store, span and H return the same node.
@@ -188,8 +197,7 @@ func (e *DPB) BiasTable(s *Site) (*G.Node, error) {
 		}
 		in := G.NewTensor(s.G, s.Dtype(), 2, G.WithShape(r, 1), G.WithName(graph.UniqueName(s.G, "dpb_in")),
 			G.WithValue(graph.FromFloat64s(s.Dtype(), tensor.Shape{r, 1}, x)))
-		m := biasMLP{name: "dpb", widths: e.widths(s.H), act: silu, norm: e.Norm}
-		table, err := m.apply(s, in)
+		table, err := e.mlp(s, in)
 		return table, errors.Wrap(err, "posenc dpb")
 	})
 }
@@ -210,6 +218,17 @@ func (e *DPB) BiasIndex(s *Site, _ int, t Tile, dst []int) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// mlp returns the MLP's output [R, H] on the inputs in [R, 1], times
+// dpb_alpha with Alpha.
+func (e *DPB) mlp(s *Site, in *G.Node) (*G.Node, error) {
+	m := biasMLP{name: "dpb", widths: e.widths(s.H), act: silu, norm: e.Norm}
+	table, err := m.apply(s, in)
+	if err != nil {
+		return nil, err
+	}
+	return withAlpha(s, table, e.Alpha, "dpb_alpha")
 }
 
 // widths returns the layer widths of the MLP: 1, Width × Depth, h.

@@ -27,8 +27,9 @@ func ExampleShawIndex() {
 }
 
 // An attention layer with Shaw's encoding creates a key and a value table
-// [2K+1, dh] for the layer, shared by its heads; "shaw-scalar" creates one
-// bias table [2K+1, H] instead.
+// [2K+1, dh] for the layer, shared by its heads, and with Alpha a scale of
+// the key terms; "shaw-scalar" creates one bias table [2K+1, H] and its
+// scale instead.
 func ExampleShaw() {
 	for _, name := range []string{"shaw", "shaw-scalar"} {
 		enc, err := posenc.New(name, posenc.Options{ShawK: 3, Alpha: true})
@@ -56,6 +57,7 @@ func ExampleShaw() {
 	// Output:
 	// shaw output (1, 5, 8)
 	//   block0/attn/shaw_k (7, 4)
+	//   block0/attn/shaw_k_alpha (1)
 	//   block0/attn/shaw_v (7, 4)
 	// shaw-scalar output (1, 5, 8)
 	//   block0/attn/shaw_bias (7, 2)

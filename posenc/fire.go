@@ -12,7 +12,12 @@ import (
 
 func init() {
 	register(Info{Name: "fire", Kind: KindRelative, Learnable: true}, func(o Options) (Encoding, error) {
-		return NewFIRE(o.FireWidth, o.FireInitC, o.FireInitL)
+		e, err := NewFIRE(o.FireWidth, o.FireInitC, o.FireInitL)
+		if err != nil {
+			return nil, err
+		}
+		e.Alpha = o.Alpha
+		return e, nil
 	})
 }
 
@@ -54,7 +59,9 @@ const FireEps = 1e-6
 // Parameters, shared by all layers (one bias for the model, like t5 and
 // dpb): "fire_c" [1] (init InitC), "fire_l_mult" [1] (init 1), and the
 // MLP's "fire_w0" [1, Width], "fire_b0" [Width], "fire_w1" [Width, H],
-// "fire_b1" [H], initialised as PyTorch's nn.Linear. None is
+// "fire_b1" [H], initialised as PyTorch's nn.Linear; with Alpha
+// (Options.Alpha), "fire_alpha" [1], init AlphaInit, multiplying the MLP's
+// output, the whole bias (line and real positions alike). None is
 // weight-decayed.
 //
 // FIRE is a TableBiaser (the table is the MLP's output on the span's
@@ -83,6 +90,9 @@ const FireEps = 1e-6
 type FIRE struct {
 	Width        int
 	InitC, InitL float64
+	// Alpha scales the bias by the learnable "fire_alpha"
+	// (Options.Alpha).
+	Alpha bool
 
 	nodes, tables graphNodes[relNodeKey]
 	plans         tableCache[Span, firePlan]
@@ -231,8 +241,9 @@ func (e *FIRE) realBias(s *Site) (*G.Node, error) {
 	return realPairBias(table, pos, s.H)
 }
 
-// BiasTable implements TableBiaser: the MLP's output [R, H] on the R
-// distinct (distance, query position) pairs of the span. Calls for the
+// BiasTable implements TableBiaser: the MLP's output [R, H] (times
+// fire_alpha with Alpha) on the R distinct (distance, query position) pairs
+// of the span. Calls for the
 // same graph, parameter store, span and H return the same node.
 func (e *FIRE) BiasTable(s *Site) (*G.Node, error) {
 	if err := e.checkSite(s); err != nil {
@@ -281,7 +292,7 @@ func (e *FIRE) build(s *Site) (*G.Node, error) {
 	return e.mlp(s, host("fire_dist", dist), host("fire_qpos", qpos), host("fire_neg_qpos", negq), r)
 }
 
-// mlp returns the MLP's output [r, H] on the r pairs of distances dist,
+// mlp returns the MLP's output [r, H] (times fire_alpha with Alpha) on the r pairs of distances dist,
 // query positions qpos and their negations negq [r].
 func (e *FIRE) mlp(s *Site, dist, qpos, negq *G.Node, r int) (*G.Node, error) {
 	dt := s.Dtype()
@@ -349,5 +360,8 @@ func (e *FIRE) mlp(s *Site, dist, qpos, negq *G.Node, r int) (*G.Node, error) {
 		return nil, err
 	}
 	m := biasMLP{name: "fire", widths: []int{1, e.Width, s.H}, act: relu}
-	return m.apply(s, x)
+	if x, err = m.apply(s, x); err != nil {
+		return nil, err
+	}
+	return withAlpha(s, x, e.Alpha, "fire_alpha")
 }

@@ -27,7 +27,12 @@ func init() {
 		if o.GraphMaxDist < 1 {
 			return nil, errors.Errorf("posenc graphormer-spatial: maximum distance %d must be at least 1", o.GraphMaxDist)
 		}
-		return NewGraphormerSpatial(o.GraphMaxDist+3, o.InitStd, false)
+		e, err := NewGraphormerSpatial(o.GraphMaxDist+3, o.InitStd, false)
+		if err != nil {
+			return nil, err
+		}
+		e.Alpha = o.Alpha
+		return e, nil
 	})
 	register(Info{Name: "graphormer-centrality", Kind: KindStructural, Learnable: true}, func(o Options) (Encoding, error) {
 		return NewGraphormerCentrality(o.GraphMaxDegree, o.InitStd)
@@ -79,6 +84,9 @@ const GraphAdjacentRelation = 1
 //     table plays that role: the same bias.
 //   - Init: N(0, InitStd²); Graphormer initialises its nn.Embedding tables
 //     N(0, 0.02²) (init_params), the default InitStd.
+//   - Alpha (Options.Alpha; not Graphormer's): "spatial_alpha" [1]
+//     ("<prefix>/spatial_alpha" with PerLayer, AlphaName), init AlphaInit,
+//     not weight-decayed, multiplies the table.
 //
 // Edge-feature encodings (Graphormer's edge_encoder) are not part of this
 // encoding. GraphormerSpatial is a TableBiaser with per-example indices
@@ -94,6 +102,8 @@ type GraphormerSpatial struct {
 	// PerLayer gives every layer its own table "<prefix>/spatial_bias";
 	// false shares "spatial_bias" across layers, as Graphormer.
 	PerLayer bool
+	// Alpha scales the table by the learnable AlphaName (Options.Alpha).
+	Alpha bool
 }
 
 // NewGraphormerSpatial returns the spatial encoding with a table of numRel
@@ -123,8 +133,17 @@ func (e *GraphormerSpatial) TableName(s *Site) string {
 	return "spatial_bias"
 }
 
+// AlphaName is the parameter name of the site's scale of Alpha:
+// "spatial_alpha", or "<prefix>/spatial_alpha" with PerLayer.
+func (e *GraphormerSpatial) AlphaName(s *Site) string {
+	if e.PerLayer {
+		return s.Prefix + "/spatial_alpha"
+	}
+	return "spatial_alpha"
+}
+
 // BiasTable implements TableBiaser: the table [NumRel, H] (TableName),
-// N(0, InitStd²), not weight-decayed.
+// N(0, InitStd²), not weight-decayed; times AlphaName with Alpha.
 func (e *GraphormerSpatial) BiasTable(s *Site) (*G.Node, error) {
 	if e.NumRel < 1 {
 		return nil, errors.Errorf("posenc graphormer-spatial: %d relations: need at least 1", e.NumRel)
@@ -133,6 +152,10 @@ func (e *GraphormerSpatial) BiasTable(s *Site) (*G.Node, error) {
 		return nil, errors.Errorf("posenc graphormer-spatial: %d heads", s.H)
 	}
 	t, err := s.Params.Node(s.G, e.TableName(s), tensor.Shape{e.NumRel, s.H}, graph.Normal(e.InitStd), false)
+	if err != nil {
+		return nil, errors.Wrap(err, "posenc graphormer-spatial")
+	}
+	t, err = withAlpha(s, t, e.Alpha, e.AlphaName(s))
 	return t, errors.Wrap(err, "posenc graphormer-spatial")
 }
 

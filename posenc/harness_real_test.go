@@ -135,6 +135,18 @@ func maxAbsDiff(a, b []float64) float64 {
 	return m
 }
 
+// checkRealGrad gradient-checks (float64) the causal tiny LM with the
+// encoding over ids data [b, tt] at real positions pos w.r.t. every
+// learnable, the parameters drawn from rng.
+func checkRealGrad(t *testing.T, name string, o posenc.Options, rng *rand.Rand, data []int, b, tt int, pos *posenc.Positions) {
+	t.Helper()
+	g, p, lm, _, loss := realLM(t, name, o, true, nil, data, b, tt, pos)
+	randomizeParams(p, rng)
+	if err := graph.GradCheck(g, loss, lm.Learnables(), graph.GradCheckOpts{MaxPerNode: 4, Seed: 2}); err != nil {
+		t.Errorf("%s causal=true: real-positions gradient check: %v", name, err)
+	}
+}
+
 // checkReal runs the shared checks of an encoding that serves real
 // positions, in the tiny LM (B = 2, T = 5), causal and (unless the
 // encoding is causal-only) bidirectional:
@@ -170,11 +182,7 @@ func checkReal(t *testing.T, name string, o posenc.Options) {
 		// Gradient check (causal only: the bidirectional bias differs by
 		// the masked entries, and the golden cases check both).
 		if causal {
-			g, p, lm, _, loss := realLM(t, name, o, causal, nil, data, b, tt, pos1)
-			randomizeParams(p, rng)
-			if err := graph.GradCheck(g, loss, lm.Learnables(), graph.GradCheckOpts{MaxPerNode: 4, Seed: 2}); err != nil {
-				t.Errorf("%s causal=%v: real-positions gradient check: %v", name, causal, err)
-			}
+			checkRealGrad(t, name, o, rng, data, b, tt, pos1)
 		}
 
 		// Rebinding through a Feed.

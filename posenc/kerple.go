@@ -24,10 +24,20 @@ const KerplePowerMax = 2.0
 
 func init() {
 	register(Info{Name: "kerple-log", Kind: KindRelative, Learnable: true}, func(o Options) (Encoding, error) {
-		return NewKerple(KerpleLog, o.KerpleEps)
+		e, err := NewKerple(KerpleLog, o.KerpleEps)
+		if err != nil {
+			return nil, err
+		}
+		e.Alpha = o.Alpha
+		return e, nil
 	})
 	register(Info{Name: "kerple-power", Kind: KindRelative, Learnable: true}, func(o Options) (Encoding, error) {
-		return NewKerple(KerplePower, o.KerpleEps)
+		e, err := NewKerple(KerplePower, o.KerpleEps)
+		if err != nil {
+			return nil, err
+		}
+		e.Alpha = o.Alpha
+		return e, nil
 	})
 }
 
@@ -68,6 +78,11 @@ func init() {
 // and let the next gradient move it back. Parameters start in range except
 // for draws below Eps (probability Eps/2 or Eps per head).
 //
+// With Alpha (Options.Alpha), also "kerple_log_alpha" or
+// "kerple_power_alpha" [1] (AlphaName), init AlphaInit, shared like r1 and
+// r2, not weight-decayed, multiplying the whole bias (line and real
+// positions alike).
+//
 // The bias is built as a table over the distinct distances of the span
 // ([R, H], R <= TQ+TK-1, from the clamped parameters with Gorgonia's Mul,
 // Log, Exp and Rectify and graph.BroadcastMul) and gathered to [H, TQ, TK]
@@ -94,6 +109,8 @@ type Kerple struct {
 	Kernel string
 	// Eps is the lower bound of the parameters (the paper's 0.01).
 	Eps float64
+	// Alpha scales the bias by the learnable AlphaName (Options.Alpha).
+	Alpha bool
 
 	idx tableCache[kerpleIdxKey, kerpleIdx]
 
@@ -152,6 +169,10 @@ func (e *Kerple) ParamNames() (r1, r2 string) {
 	p := "kerple_" + e.Kernel
 	return p + "_r1", p + "_r2"
 }
+
+// AlphaName returns the name of the bias scale of Alpha:
+// "kerple_log_alpha" or "kerple_power_alpha".
+func (e *Kerple) AlphaName() string { return "kerple_" + e.Kernel + "_alpha" }
 
 // uniform0 returns an Init drawing from U(0, hi), torch.rand(n)*hi.
 func uniform0(hi float64) graph.Init {
@@ -363,7 +384,10 @@ func (e *Kerple) kernel(s *Site, colN, signN, r1, r2 *G.Node, r int) (*G.Node, e
 	if x, err = graph.BroadcastMul(x, r1); err != nil {
 		return nil, err
 	}
-	return graph.BroadcastMul(x, signN)
+	if x, err = graph.BroadcastMul(x, signN); err != nil {
+		return nil, err
+	}
+	return withAlpha(s, x, e.Alpha, e.AlphaName())
 }
 
 // Accepts implements PositionAccepter: line and real positions.

@@ -135,11 +135,13 @@ type Options struct {
 	// InitStd is the init standard deviation of learnable position tables
 	// (default 0.02).
 	InitStd float64 `opt:"pos-init-std"`
-	// Alpha multiplies every learnable bias by a learnable scalar [1]
-	// (init AlphaInit = 0.1; off by default): "t5_alpha" for the T5 table,
-	// "<prefix>/shaw_alpha" for shaw-scalar, "<prefix>/swin_alpha" and
-	// "<prefix>/swin_log_alpha" for swin and swin-log. Encodings without a
-	// learnable bias ignore it.
+	// Alpha multiplies the score bias or terms of every learnable relative
+	// encoding by a learnable scalar [1] (init AlphaInit = 0.1; off by
+	// default): t5, shaw-scalar, shaw (its key terms; the value terms are
+	// not scaled), xl, deberta, kerple-log, kerple-power, fire, dpb, cope,
+	// swin, swin-log, tree and graphormer-spatial; AlphaInit lists the
+	// parameter names. Encodings without learnable position parameters in
+	// the scores ignore it.
 	Alpha bool
 
 	// SinusoidalScale multiplies the sinusoidal table (default 1/√d_model).

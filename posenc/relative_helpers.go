@@ -13,26 +13,56 @@ import (
 )
 
 // AlphaInit is the initial value of the learnable scalar scale that
-// Options.Alpha puts on a learnable score bias: t5 (parameter "t5_alpha",
-// shared like its table) and shaw-scalar (parameter "<prefix>/shaw_alpha",
-// per layer like its table). Each is a [1] tensor, never weight-decayed, that
-// multiplies the whole bias table:
+// Options.Alpha puts on the score contribution of every learnable relative
+// encoding (the survey's "learnable scale α on the bias"). Each alpha is a
+// [1] tensor, never weight-decayed, that multiplies the encoding's whole
+// contribution to the scores: the bias of a ScoreBiaser, the terms of a
+// ScoreTermer,
 //
-//	bias[h, i, j] = alpha * table[index(i, j), h]
+//	bias[h, i, j]     = alpha * table[index(i, j), h]
+//	terms[b, h, i, j] = alpha * terms_without_alpha[b, h, i, j]
 //
-// Starting at 0.1 keeps the position bias small relative to the content
-// scores early in training while letting the model grow it. Encodings
-// without a learnable bias ignore Options.Alpha.
+// Starting at 0.1 keeps the position signal small relative to the content
+// scores early in training while letting the model grow it. The
+// parameters, shared by the layers where the encoding's own parameters are
+// and per layer (prefix = Site.Prefix) otherwise:
+//
+//	t5                  "t5_alpha"
+//	shaw-scalar         "<prefix>/shaw_alpha"
+//	shaw                "<prefix>/shaw_k_alpha"   (key terms only, not the value terms)
+//	xl                  "<prefix>/xl_alpha"       (per layer like xl_wr, also with tied u, v)
+//	deberta             "deberta_alpha"           (shared like deberta_rel)
+//	kerple-log, -power  "kerple_log_alpha", "kerple_power_alpha"
+//	fire, dpb           "fire_alpha", "dpb_alpha"
+//	cope                "<prefix>/cope_alpha"
+//	swin, swin-log      "<prefix>/swin_alpha", "<prefix>/swin_log_alpha"
+//	tree                "<prefix>/tree_alpha"
+//	graphormer-spatial  "spatial_alpha" ("<prefix>/spatial_alpha" with PerLayer)
+//
+// Encodings without learnable position parameters in the scores (alibi,
+// sandwich, alibi-2d, the absolute and rotary encodings) ignore
+// Options.Alpha; with Alpha off no encoding creates an alpha parameter and
+// the outputs are those of a build without the option.
 const AlphaInit = 0.1
 
-// alphaScaled returns table * alpha, alpha being the learnable [1] parameter
-// name initialised to AlphaInit (see AlphaInit).
-func alphaScaled(s *Site, table *G.Node, name string) (*G.Node, error) {
+// alphaScaled returns x * alpha, alpha being the learnable [1] parameter
+// name initialised to AlphaInit (see AlphaInit); x is any float node of
+// rank >= 1 (a bias table, score terms).
+func alphaScaled(s *Site, x *G.Node, name string) (*G.Node, error) {
 	a, err := s.Params.Node(s.G, name, tensor.Shape{1}, graph.Constant(AlphaInit), false)
 	if err != nil {
 		return nil, err
 	}
-	return graph.BroadcastMul(table, a)
+	return graph.BroadcastMul(x, a)
+}
+
+// withAlpha returns alphaScaled(s, x, name) if on, else x itself (the same
+// node: a build without Alpha is unchanged).
+func withAlpha(s *Site, x *G.Node, on bool, name string) (*G.Node, error) {
+	if !on {
+		return x, nil
+	}
+	return alphaScaled(s, x, name)
 }
 
 // headTableIndex turns a relative index matrix rel (row-major [Tq, Tk],

@@ -9,7 +9,14 @@ import (
 )
 
 func init() {
-	register(Info{Name: "shaw", Kind: KindRelative, Learnable: true}, func(o Options) (Encoding, error) { return NewShaw(o.ShawK, o.InitStd) })
+	register(Info{Name: "shaw", Kind: KindRelative, Learnable: true}, func(o Options) (Encoding, error) {
+		e, err := NewShaw(o.ShawK, o.InitStd)
+		if err != nil {
+			return nil, err
+		}
+		e.Alpha = o.Alpha
+		return e, nil
+	})
 	register(Info{Name: "shaw-scalar", Kind: KindRelative, Learnable: true}, func(o Options) (Encoding, error) { return NewShawScalar(o.ShawK, o.InitStd, o.Alpha) })
 }
 
@@ -57,13 +64,25 @@ type shawKey struct {
 //
 // Parameters, per layer (prefix = Site.Prefix, e.g. "block0/attn"):
 // "<prefix>/shaw_k" and "<prefix>/shaw_v", each [2K+1, dh], N(0, InitStd²),
-// not weight-decayed. The embeddings are not biases, so Options.Alpha does
-// not apply. The index matrix is computed on the host once per span and
-// cached; one Shaw value may build graphs from several goroutines at once.
+// not weight-decayed. With Alpha (Options.Alpha), also
+// "<prefix>/shaw_k_alpha" [1], init AlphaInit, not weight-decayed, which
+// multiplies the key terms, the whole contribution to the scores:
+//
+//	scores[i, j] = (q_i·k_j + alpha·q_i·shaw_k[idx_ij]) / sqrt(dh)
+//
+// (computed as q·(alpha·shaw_k), the same up to rounding, exactly the same
+// at alpha = 1). The value terms are not scaled: alpha is a remedy for
+// unstable scores, and shaw_v acts after the softmax. The name differs from
+// shaw-scalar's "<prefix>/shaw_alpha", so the two combined ("shaw+shaw-scalar")
+// keep separate scales. The index matrix is computed on the host once per
+// span and cached; one Shaw value may build graphs from several goroutines
+// at once.
 type Shaw struct {
 	K       int
 	InitStd float64
-	idx     tableCache[shawKey, []int]
+	// Alpha scales the key terms by "<prefix>/shaw_k_alpha".
+	Alpha bool
+	idx   tableCache[shawKey, []int]
 }
 
 // NewShaw returns Shaw's encoding with clipping distance k (>= 0) and tables
@@ -105,8 +124,8 @@ func (e *Shaw) checkSite(s *Site) error {
 }
 
 // ScoreTerms implements ScoreTermer: terms [B, H, TQ, TK] with
-// terms[b, h, i, j] = q[b, h, i]·shaw_k[idx_ij], from q [B, H, TQ, dh]
-// (k is not used).
+// terms[b, h, i, j] = (alpha *) q[b, h, i]·shaw_k[idx_ij], from
+// q [B, H, TQ, dh] (k is not used).
 func (e *Shaw) ScoreTerms(s *Site, q, _ *G.Node) (*G.Node, error) {
 	if err := e.checkSite(s); err != nil {
 		return nil, err
@@ -122,6 +141,9 @@ func (e *Shaw) ScoreTerms(s *Site, q, _ *G.Node) (*G.Node, error) {
 	tab, err := e.table(s, "k")
 	if err != nil {
 		return nil, err
+	}
+	if tab, err = withAlpha(s, tab, e.Alpha, s.Prefix+"/shaw_k_alpha"); err != nil {
+		return nil, errors.Wrap(err, "posenc shaw")
 	}
 	q3, err := graph.Reshape(q, 1, b*h*tq, dh)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"slices"
 	"strings"
 	"testing"
 
@@ -239,11 +240,13 @@ func TestShawScalarBias(t *testing.T) {
 }
 
 // TestShawAlpha: the LM gradient check with the per-layer learnable scale of
-// shaw-scalar; shaw (no bias) ignores Alpha.
+// shaw-scalar and of shaw's key terms; shaw's value tables are unchanged.
 func TestShawAlpha(t *testing.T) {
 	o := posenc.Options{ShawK: 2, Alpha: true}
 	checkLMGrad(t, "shaw-scalar", o, true, 0, "block0/attn/shaw_bias", "block0/attn/shaw_alpha", "block1/attn/shaw_alpha")
 	checkLMGrad(t, "shaw-scalar", o, false, 2, "block0/attn/shaw_bias", "block0/attn/shaw_alpha", "block1/attn/shaw_alpha")
+
+	checkLMGrad(t, "shaw", o, true, 0, "block0/attn/shaw_k", "block0/attn/shaw_k_alpha", "block1/attn/shaw_k_alpha")
 
 	g := G.NewGraph()
 	p := graph.NewParams(tensor.Float64, 1)
@@ -254,10 +257,14 @@ func TestShawAlpha(t *testing.T) {
 	if _, err := lm.Fwd(intNode(g, "ids", []int{1, 3}, make([]int, 3))); err != nil {
 		t.Fatal(err)
 	}
+	var alphas []string
 	for _, n := range p.Names() {
 		if strings.Contains(n, "alpha") {
-			t.Fatalf("shaw created %s", n)
+			alphas = append(alphas, n)
 		}
+	}
+	if want := []string{"block0/attn/shaw_k_alpha", "block1/attn/shaw_k_alpha"}; !slices.Equal(alphas, want) {
+		t.Fatalf("shaw with Alpha created alphas %v, want %v", alphas, want)
 	}
 	for _, n := range []string{"block0/attn/shaw_k", "block0/attn/shaw_v", "block1/attn/shaw_k", "block1/attn/shaw_v"} {
 		if info, ok := p.Info(n); !ok || !info.Shape.Eq(tensor.Shape{5, 4}) {

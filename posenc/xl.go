@@ -14,6 +14,7 @@ func init() {
 	register(Info{Name: "xl", Kind: KindRelative, Learnable: true}, func(o Options) (Encoding, error) {
 		e := NewXL(o.InitStd)
 		e.UntieR = o.XLUntieR
+		e.Alpha = o.Alpha
 		return e, nil
 	})
 }
@@ -38,20 +39,25 @@ func init() {
 // bias), shared by all layers "xl_u" and "xl_v" [H, dh], all initialised
 // N(0, InitStd²). With UntieR (the reference code's and Hugging Face's
 // untie_r, see Options.XLUntieR) u and v are per layer instead:
-// "<prefix>/xl_u" and "<prefix>/xl_v". The R table of the TQ+TK-1 distances of a span is computed
+// "<prefix>/xl_u" and "<prefix>/xl_v". With Alpha (Options.Alpha),
+// "<prefix>/xl_alpha" [1], init AlphaInit, per layer like xl_wr (whatever
+// UntieR), multiplies the whole of ScoreTerms, u_h·k_j + (q_i+v_h)·P_h:
+// the terms (b), (c) and (d), not the content term (a). The R table of the TQ+TK-1 distances of a span is computed
 // on the host once per (span, d, dtype) and cached; the position term is one
 // matmul of q+v with P over those distances followed by a gather
 // (graph.GatherRel), not the paper's rel-shift trick.
 //
 // The memory of the paper (cached states of the previous segment, no
 // gradient) is layers.Options.Mems, run segment by segment by
-// layers.SegmentRunner. The model width d must be even. Options.Alpha does
-// not apply (XL has no content-free bias table).
+// layers.SegmentRunner. The model width d must be even.
 type XL struct {
 	// InitStd is the init standard deviation of xl_u, xl_v and xl_wr.
 	InitStd float64
 	// UntieR makes u and v per layer (Options.XLUntieR).
 	UntieR bool
+	// Alpha scales the terms by the learnable "<prefix>/xl_alpha"
+	// (Options.Alpha).
+	Alpha bool
 
 	cache tableCache[xlKey, *tensor.Dense] // R tables
 }
@@ -122,7 +128,7 @@ func (e *XL) table(s Span, d int, dt tensor.Dtype) (tab *tensor.Dense, idx []int
 	return tab, idx, n
 }
 
-// ScoreTerms implements ScoreTermer: u_h·k_j + (q_i + v_h)·P_h[dist_ij]
+// ScoreTerms implements ScoreTermer: (alpha *) (u_h·k_j + (q_i + v_h)·P_h[dist_ij])
 // [B, H, TQ, TK] from q [B, H, TQ, dh] and k [B, H, TK, dh].
 func (e *XL) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 	b, h, dh, d := s.B, s.H, s.DHead, s.DModel
@@ -190,5 +196,9 @@ func (e *XL) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 		return nil, err
 	}
 	out, err := graph.BroadcastAdd(bd, uk)
+	if err != nil {
+		return nil, errors.Wrap(err, "posenc xl")
+	}
+	out, err = withAlpha(s, out, e.Alpha, s.Prefix+"/xl_alpha")
 	return out, errors.Wrap(err, "posenc xl")
 }

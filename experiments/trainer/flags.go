@@ -27,7 +27,7 @@ var flagHelp = map[string]string{
 	"init-std": "std of the N(0, std²) init of weights and embeddings", "causal": "causal attention mask (language modelling)",
 	"pos":     "position encoding: " + strings.Join(posenc.Names(), ", "),
 	"max-len": "rows of the learned absolute table (train: seq-len unless given)", "pos-init-std": "init std of learnable position tables",
-	"alpha": "learnable scalar on learnable biases", "sinusoidal-scale": "scale of the sinusoidal table (0: 1/sqrt(d-model))",
+	"alpha": "learnable scale (init 0.1) on the scores' learnable position bias or terms", "sinusoidal-scale": "scale of the sinusoidal table (0: 1/sqrt(d-model))",
 	"shaw-k": "Shaw clipping distance K", "xl-untie-r": "Transformer-XL: per-layer u and v (untie_r) instead of shared", "t5-buckets": "T5 buckets", "t5-max-distance": "where T5's log buckets end",
 	"deberta-buckets": "DeBERTa bucket size", "deberta-max-position": "where DeBERTa's log buckets end",
 	"rope-base": "RoPE base", "rope-pairing": "RoPE pairing: half or interleaved", "rope-fraction": "fraction of head dims RoPE rotates",
