@@ -157,28 +157,27 @@ func (p Plan) Axes(enc string) (Axes, error) {
 	if err := v.Apply(&cfg); err != nil {
 		return a, err
 	}
-	build := func(std float64, alpha bool) (*graph.Params, error) {
+	// pair builds the parameters with (std, alpha) and with the second
+	// value of the axis.
+	pair := func(std1 float64, alpha1 bool, std2 float64, alpha2 bool) (x, y *graph.Params, err error) {
 		c := cfg
-		c.Model.PosOpts.InitStd, c.Model.PosOpts.Alpha = std, alpha
-		return buildParams(c)
+		c.Model.PosOpts.InitStd, c.Model.PosOpts.Alpha = std1, alpha1
+		if x, err = buildParams(c); err != nil {
+			return nil, nil, err
+		}
+		c.Model.PosOpts.InitStd, c.Model.PosOpts.Alpha = std2, alpha2
+		y, err = buildParams(c)
+		return x, y, err
 	}
 	if len(p.InitStds) > 1 {
-		x, err := build(p.InitStds[0], p.Alphas[0])
-		if err != nil {
-			return a, err
-		}
-		y, err := build(p.InitStds[1], p.Alphas[0])
+		x, y, err := pair(p.InitStds[0], p.Alphas[0], p.InitStds[1], p.Alphas[0])
 		if err != nil {
 			return a, err
 		}
 		a.InitStd = !sameValues(x, y)
 	}
 	if len(p.Alphas) > 1 {
-		x, err := build(p.InitStds[0], p.Alphas[0])
-		if err != nil {
-			return a, err
-		}
-		y, err := build(p.InitStds[0], p.Alphas[1])
+		x, y, err := pair(p.InitStds[0], p.Alphas[0], p.InitStds[0], p.Alphas[1])
 		if err != nil {
 			return a, err
 		}

@@ -24,9 +24,11 @@ func TestGridEncodings(t *testing.T) {
 	}
 }
 
-// TestAxes checks the n/a decision, made by building the parameters: T5
-// and Shaw's scalar bias have a table drawn with the init std and an
-// alpha; the baselines and ALiBi have no position parameters.
+// TestAxes checks the n/a decision, made by building the parameters: T5,
+// Shaw (both variants), Transformer-XL and DeBERTa have tables drawn with
+// the init std and an alpha; KERPLE, FIRE, the dynamic bias and CoPE draw
+// their parameters with their own init but have an alpha; the baselines
+// and ALiBi have no position parameters.
 func TestAxes(t *testing.T) {
 	p := tinyPlan("t5")
 	for _, c := range []struct {
@@ -35,6 +37,13 @@ func TestAxes(t *testing.T) {
 	}{
 		{"t5", Axes{InitStd: true, Alpha: true}},
 		{"shaw-scalar", Axes{InitStd: true, Alpha: true}},
+		{"shaw", Axes{InitStd: true, Alpha: true}},
+		{"xl", Axes{InitStd: true, Alpha: true}},
+		{"deberta", Axes{InitStd: true, Alpha: true}},
+		{"kerple-log", Axes{Alpha: true}},
+		{"fire", Axes{Alpha: true}},
+		{"dpb", Axes{Alpha: true}},
+		{"cope", Axes{Alpha: true}},
 		{"t5@t5-buckets=8", Axes{InitStd: true, Alpha: true}},
 		{"none", Axes{}},
 		{"rope", Axes{}},
