@@ -411,8 +411,8 @@ func settingName(r Row) string {
 	return strings.Join(s, ", ")
 }
 
-// LossYMax is the top of the loss panels (bits/byte): higher losses are
-// clipped.
+// LossYMax is the highest top of the loss panels (bits/byte): higher
+// losses are clipped.
 const LossYMax = 10
 
 // PlotLoss draws FileLoss: one panel per encoding at the highest lr of
@@ -432,8 +432,8 @@ func PlotLoss(p Plan, rows []Row, path string) error {
 		pl.Title.Text = fmt.Sprintf("%s, lr %g, seed %d", enc, lr, p.Seeds[0])
 		pl.Title.TextStyle.Font.Size = vg.Points(10)
 		pl.X.Label.Text, pl.Y.Label.Text = "update", "train loss (bits/byte)"
-		pl.Y.Min, pl.Y.Max = 1, LossYMax
 		pl.Add(plotter.NewGrid())
+		lo, hi := math.Inf(1), math.Inf(-1)
 		k := 0
 		for _, r := range rows {
 			if r.Encoding != enc || r.LR != lr || r.Seed != p.Seeds[0] || len(r.Loss) == 0 {
@@ -442,6 +442,7 @@ func PlotLoss(p Plan, rows []Row, path string) error {
 			xy := make(plotter.XYs, len(r.Loss))
 			for s, v := range r.Loss {
 				xy[s] = plotter.XY{X: float64(s + 1), Y: math.Min(v, 2*LossYMax)}
+				lo, hi = math.Min(lo, v), math.Max(hi, v)
 			}
 			l, err := plotter.NewLine(xy)
 			if err != nil {
@@ -456,6 +457,9 @@ func PlotLoss(p Plan, rows []Row, path string) error {
 			}
 			pl.Legend.Add(name, l)
 			k++
+		}
+		if k > 0 { // the data's range, up to LossYMax, with room for the legend
+			pl.Y.Min, pl.Y.Max = math.Floor(lo), math.Min(LossYMax, math.Ceil(hi))+0.3*float64(k)
 		}
 		pl.Legend.Top = true
 		pl.Legend.TextStyle.Font.Size = vg.Points(7)
@@ -524,6 +528,9 @@ func PlotEffects(f *File, path string) error {
 			eb.LineStyle.Color = st.Color
 			pl.Add(eb)
 			pl.Legend.Add(rm.Title, sc)
+		}
+		if lo, hi := pl.Y.Min, pl.Y.Max; hi > lo { // room for the legend above the points
+			pl.Y.Max = hi + 0.35*(hi-lo)
 		}
 		pl.NominalX(encs...)
 		pl.X.Tick.Label.Rotation = math.Pi / 4
