@@ -114,3 +114,17 @@ func TestRenderRows(t *testing.T) {
 		}
 	}
 }
+
+// TestMarkdownParts checks the notebook's pieces of table.md.
+func TestMarkdownParts(t *testing.T) {
+	p := tinyPlan("e", "rope")
+	p.LRs = []float64{1}
+	f := NewFile(p, effectRows(), nil)
+	g := GridMarkdown(f, "rope")
+	if !strings.Contains(g, "| rope | n/a | n/a | off | 1 |") || strings.Contains(g, "| e |") {
+		t.Errorf("grid of rope:\n%s", g)
+	}
+	if s := SummaryMarkdown(f); !strings.Contains(s, "## Which remedies matter") || strings.Contains(s, "## Full grid") {
+		t.Errorf("summary:\n%s", s)
+	}
+}

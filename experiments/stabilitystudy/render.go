@@ -208,7 +208,7 @@ func Markdown(f *File) string {
 		Window, SpikeBits, GradSpikeFactor, Window, DivergedBits, FinalWindow)
 	writeSummary(&b, f)
 	writeEffects(&b, f)
-	writeGrid(&b, f)
+	writeGrid(&b, f, nil)
 	if len(f.Rows) > 0 {
 		r0 := f.Rows[0]
 		dirty := ""
@@ -318,9 +318,24 @@ type gridKey struct {
 	lr                     float64
 }
 
-// writeGrid writes the full grid: one line per encoding and setting,
-// aggregated over seeds.
-func writeGrid(b *strings.Builder, f *File) {
+// SummaryMarkdown is the "which remedies matter" section of table.md.
+func SummaryMarkdown(f *File) string {
+	var b strings.Builder
+	writeSummary(&b, f)
+	return b.String()
+}
+
+// GridMarkdown is the full grid of table.md, restricted to the given
+// encodings (all of them if none is given).
+func GridMarkdown(f *File, encodings ...string) string {
+	var b strings.Builder
+	writeGrid(&b, f, encodings)
+	return b.String()
+}
+
+// writeGrid writes the full grid: one line per encoding (of encs, or
+// every one if encs is empty) and setting, aggregated over seeds.
+func writeGrid(b *strings.Builder, f *File, encs []string) {
 	b.WriteString("## Full grid\n\n")
 	b.WriteString("Per setting, over seeds: runs, diverged runs (at updates), mean loss spikes and grad-norm spikes, largest gradient norm, final train loss and val bits/byte (mean ± std over the runs that did not diverge), " +
 		"and the attention monitor's extremes over heads, layers and recorded updates (smallest attention entropy in nats, largest |score|, largest position-term RMS, largest fraction of one-hot queries), and ms per update.\n\n")
@@ -329,6 +344,9 @@ func writeGrid(b *strings.Builder, f *File) {
 	var keys []gridKey
 	group := map[gridKey][]Row{}
 	for _, r := range f.Rows {
+		if len(encs) > 0 && !slices.Contains(encs, r.Encoding) {
+			continue
+		}
 		k := gridKey{r.Encoding, r.InitStd, r.Alpha, r.Clip, r.LR}
 		if _, ok := group[k]; !ok {
 			keys = append(keys, k)
