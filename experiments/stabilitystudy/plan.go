@@ -145,9 +145,12 @@ type Axes struct {
 // parameter differ between InitStds[0] and InitStds[1] (with Alphas[0]);
 // the alpha axis if the parameter names differ between Alphas[0] and
 // Alphas[1] (with InitStds[0]). A plan with one value on an axis does not
-// apply it.
+// apply it; a plan without seeds, init stds or alphas is an error.
 func (p Plan) Axes(enc string) (Axes, error) {
 	var a Axes
+	if len(p.Seeds) == 0 || len(p.InitStds) == 0 || len(p.Alphas) == 0 {
+		return a, errors.New("stability: the plan needs seeds, init stds and alphas")
+	}
 	v, err := study.ParseVariant(enc)
 	if err != nil {
 		return a, err

@@ -73,6 +73,9 @@ func TestAxes(t *testing.T) {
 			t.Errorf("%s: init std axis %v, but the parameters are the same: %v", enc, a.InitStd, sameValues(x, y))
 		}
 	}
+	if _, err := (Plan{Encodings: []string{"t5"}}).Jobs(); err == nil || !strings.Contains(err.Error(), "needs seeds") {
+		t.Errorf("empty plan: %v", err)
+	}
 	// One value on an axis: it does not apply.
 	p.InitStds, p.Alphas = p.InitStds[:1], p.Alphas[:1]
 	if a, err := p.Axes("t5"); err != nil || a != (Axes{}) {
