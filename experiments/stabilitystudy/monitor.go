@@ -43,11 +43,28 @@ func monitorSummary(ckpt string, r *Row) error {
 		return err
 	}
 	minEnt, score, rms, oh := math.NaN(), math.NaN(), math.NaN(), math.NaN()
+	r.Monitor = nil
+	var entSum float64
+	var entN int
 	for _, m := range recs {
 		minEnt = -nanMax(-minEnt, finiteOrNaN(-m.EntropyMin))
 		score = nanMax(score, finiteOrNaN(math.Max(math.Abs(m.ScoreMax), math.Abs(m.ScoreMin))))
 		rms = nanMax(rms, finiteOrNaN(m.PosRMS))
 		oh = nanMax(oh, finiteOrNaN(m.OneHot))
+		if n := len(r.Monitor); n == 0 || r.Monitor[n-1].Step != m.Step {
+			nan := Num(math.NaN())
+			r.Monitor = append(r.Monitor, MonitorPoint{Step: m.Step, MinEntropy: nan, MeanEntropy: nan, MaxAbsScore: nan, MaxPosRMS: nan, MaxOneHot: nan})
+			entSum, entN = 0, 0
+		}
+		pt := &r.Monitor[len(r.Monitor)-1]
+		pt.MinEntropy = Num(-nanMax(-float64(pt.MinEntropy), finiteOrNaN(-m.EntropyMin)))
+		pt.MaxAbsScore = Num(nanMax(float64(pt.MaxAbsScore), finiteOrNaN(math.Max(math.Abs(m.ScoreMax), math.Abs(m.ScoreMin)))))
+		pt.MaxPosRMS = Num(nanMax(float64(pt.MaxPosRMS), finiteOrNaN(m.PosRMS)))
+		pt.MaxOneHot = Num(nanMax(float64(pt.MaxOneHot), finiteOrNaN(m.OneHot)))
+		if e := m.EntropyMean; !math.IsNaN(e) && !math.IsInf(e, 0) {
+			entSum, entN = entSum+e, entN+1
+			pt.MeanEntropy = Num(entSum / float64(entN))
+		}
 	}
 	r.MinEntropy, r.MaxAbsScore, r.MaxPosRMS, r.MaxOneHot = Num(minEnt), Num(score), Num(rms), Num(oh)
 	return nil

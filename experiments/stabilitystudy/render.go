@@ -86,7 +86,7 @@ func NewFile(p Plan, rows []Row, pending []string) *File {
 		f.Unstable = KeyOf(u)
 	}
 	for _, r := range rows {
-		r.Loss, r.GradNorm = nil, nil
+		r.Loss, r.GradNorm, r.Monitor = nil, nil, nil
 		f.Rows = append(f.Rows, r)
 	}
 	return f

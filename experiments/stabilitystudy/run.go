@@ -124,6 +124,25 @@ type Row struct {
 	// file (results/<key>.json), not in results.csv or results.json.
 	Loss     []float64 `json:"loss,omitempty"`
 	GradNorm []float64 `json:"grad_norm,omitempty"`
+	// Monitor is the attention monitor's curve: per recorded update, the
+	// figures over every layer and head (kept in the job's file only), so
+	// that how early they announce instability can be read from the
+	// committed results without the models.
+	Monitor []MonitorPoint `json:"monitor,omitempty"`
+}
+
+// MonitorPoint is one recorded update of the attention monitor reduced
+// over layers and heads (finite values; NaN when none): the smallest
+// entropy (the minimum over queries), the mean entropy (mean over heads),
+// the largest |pre-softmax score|, the largest RMS of the position bias or
+// terms, the largest fraction of nearly one-hot queries.
+type MonitorPoint struct {
+	Step        int `json:"step"`
+	MinEntropy  Num `json:"min_entropy"`
+	MeanEntropy Num `json:"mean_entropy"`
+	MaxAbsScore Num `json:"max_abs_score"`
+	MaxPosRMS   Num `json:"max_pos_rms"`
+	MaxOneHot   Num `json:"max_one_hot"`
 }
 
 // Diverged reports whether the run diverged.

@@ -41,6 +41,20 @@ func TestRunResumes(t *testing.T) {
 		if (r.Encoding == "t5") != !math.IsNaN(float64(r.MaxPosRMS)) {
 			t.Fatalf("%s: position RMS %v", r.Encoding, r.MaxPosRMS)
 		}
+		// the monitor's curve: one point per recorded update, whose extremes are the row's
+		if n := len(r.Monitor); n == 0 || r.Monitor[0].Step != 1 || r.Monitor[n-1].Step > r.Steps {
+			t.Fatalf("%s: monitor curve %+v", r.Encoding, r.Monitor)
+		}
+		minEnt, maxScore := math.Inf(1), 0.0
+		for _, m := range r.Monitor {
+			minEnt, maxScore = math.Min(minEnt, float64(m.MinEntropy)), math.Max(maxScore, float64(m.MaxAbsScore))
+			if !(m.MeanEntropy >= m.MinEntropy) {
+				t.Fatalf("%s: monitor point %+v", r.Encoding, m)
+			}
+		}
+		if minEnt != float64(r.MinEntropy) || maxScore != float64(r.MaxAbsScore) {
+			t.Fatalf("%s: monitor curve extremes %v %v, row %v %v", r.Encoding, minEnt, maxScore, r.MinEntropy, r.MaxAbsScore)
+		}
 	}
 	for _, name := range []string{FileTable, FileCSV, FileJSON, FileLoss, FileEffects, FileMonitor} {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
