@@ -43,6 +43,9 @@ func MonitorCopy(key string) string { return "monitor-" + key + ".csv" }
 type File struct {
 	study.Results[Plan, Row]
 	Effects []Effect `json:"effects"`
+	// Warnings say how early the monitor announces instability (Warnings,
+	// over the warm-up updates).
+	Warnings []Warning `json:"warnings,omitempty"`
 	// Unstable is the key of the most unstable run (MostUnstable), whose
 	// monitor figure is FileMonitor.
 	Unstable string `json:"unstable,omitempty"`
@@ -82,6 +85,7 @@ func (r *runner) render(rows []Row, pending []string) error {
 func NewFile(p Plan, rows []Row, pending []string) *File {
 	f := &File{Results: study.Results[Plan, Row]{Preset: p.Preset, Plan: p, Pending: pending}}
 	f.Effects = Effects(p, rows)
+	f.Warnings = Warnings(rows, p.LRs, p.Base.Warmup)
 	if u, ok := MostUnstable(rows); ok {
 		f.Unstable = KeyOf(u)
 	}
@@ -207,6 +211,7 @@ func Markdown(f *File) string {
 		"Final train: mean loss of the last %d updates. Val: bits/byte on the validation split at L.\n\n",
 		Window, SpikeBits, GradSpikeFactor, Window, DivergedBits, FinalWindow)
 	writeSummary(&b, f)
+	writeWarnings(&b, f.Warnings)
 	writeEffects(&b, f)
 	writeGrid(&b, f, nil)
 	if len(f.Rows) > 0 {
