@@ -141,3 +141,11 @@ func medianOrNaN(v []float64) float64 {
 	}
 	return median(v)
 }
+
+// WarningsMarkdown renders the early-warning table of f (its section of
+// table.md).
+func WarningsMarkdown(f *File) string {
+	var b strings.Builder
+	writeWarnings(&b, f.Warnings)
+	return b.String()
+}
