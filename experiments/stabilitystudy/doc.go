@@ -60,7 +60,9 @@
 //     checkpoint on disk stays the last good one), or if its training loss
 //     exceeded DivergedBits = 8 bits/byte, the uniform model, at an update
 //     after warm-up (training goes on); DivergedStep is the first such
-//     update. A diverged run has no validation (NaN, an empty cell);
+//     update. A run stopped by a non-finite update has no validation
+//     (NaN, an empty cell); one diverged by the loss rule trained to the
+//     end and keeps the validation of where it ended;
 //   - the final training loss is the mean of the last FinalWindow = 20
 //     updates;
 //   - the monitor figures are the extremes over every recorded update,
@@ -74,8 +76,9 @@
 // Effects compares, per encoding, remedy and learning rate, the runs that
 // differ only in the remedy's axis (same other axes and seed): the mean and
 // sample standard deviation over those pairs of the change in validation
-// bits/byte (with the remedy minus without; pairs in which a run diverged
-// are left out), in loss and gradient-norm spikes, and the number of
+// bits/byte (with the remedy minus without, over the pairs in which both
+// runs have a validation: a blow-up the run recovered from counts with
+// what it cost), in loss and gradient-norm spikes, and the number of
 // diverged runs with and without.
 //
 // # Output and resumption

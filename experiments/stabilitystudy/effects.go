@@ -138,7 +138,7 @@ func effect(rows []Row, enc string, rm Remedy, lr float64) Effect {
 		if b.Diverged() {
 			e.DivOff++
 		}
-		if !a.Diverged() && !b.Diverged() && !math.IsNaN(float64(a.Val)) && !math.IsNaN(float64(b.Val)) {
+		if !math.IsNaN(float64(a.Val)) && !math.IsNaN(float64(b.Val)) {
 			dv = append(dv, float64(a.Val-b.Val))
 		}
 		ds = append(ds, float64(a.Spikes-b.Spikes))

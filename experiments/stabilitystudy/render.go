@@ -207,7 +207,7 @@ func Markdown(f *File) string {
 		p.InitStds, p.Alphas, p.Clips, p.LRs)
 	fmt.Fprintf(&b, "A *spike* is an update after warm-up whose loss exceeds the mean of the previous %d by more than %g bits/byte (consecutive ones count once); "+
 		"a *grad-norm spike* one whose gradient norm exceeds %d× the median of the previous %d. "+
-		"A run *diverged* if an update had a non-finite loss, gradient norm or weights (training stops there) or its loss exceeded %d bits/byte (the uniform model) after warm-up; it has no validation. "+
+		"A run *diverged* if an update had a non-finite loss, gradient norm or weights (training stops there) or its loss exceeded %d bits/byte (the uniform model) after warm-up (training goes on, and the validation of where it ended counts). "+
 		"Final train: mean loss of the last %d updates. Val: bits/byte on the validation split at L.\n\n",
 		Window, SpikeBits, GradSpikeFactor, Window, DivergedBits, FinalWindow)
 	writeSummary(&b, f)
@@ -342,7 +342,7 @@ func GridMarkdown(f *File, encodings ...string) string {
 // every one if encs is empty) and setting, aggregated over seeds.
 func writeGrid(b *strings.Builder, f *File, encs []string) {
 	b.WriteString("## Full grid\n\n")
-	b.WriteString("Per setting, over seeds: runs, diverged runs (at updates), mean loss spikes and grad-norm spikes, largest gradient norm, final train loss and val bits/byte (mean ± std over the runs that did not diverge), " +
+	b.WriteString("Per setting, over seeds: runs, diverged runs (at updates), mean loss spikes and grad-norm spikes, largest gradient norm, final train loss and val bits/byte (mean ± std over the runs that trained to the end), " +
 		"and the attention monitor's extremes over heads, layers and recorded updates (smallest attention entropy in nats, largest |score|, largest position-term RMS, largest fraction of one-hot queries), and ms per update.\n\n")
 	b.WriteString("| encoding | init std | alpha | clip | lr | runs | diverged | spikes | grad spikes | max grad norm | final train | val | min entropy | max abs score | max pos RMS | max one-hot | ms/update |\n")
 	b.WriteString("|---|---|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
@@ -367,7 +367,8 @@ func writeGrid(b *strings.Builder, f *File, encs []string) {
 		for _, r := range rs {
 			if r.Diverged() {
 				div = append(div, strconv.Itoa(r.DivergedStep))
-			} else {
+			}
+			if !math.IsNaN(float64(r.Val)) { // runs that trained to the end
 				train = append(train, float64(r.FinalTrain))
 				val = append(val, float64(r.Val))
 			}

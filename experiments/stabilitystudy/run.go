@@ -100,7 +100,9 @@ type Row struct {
 	GradSpikes  int `json:"grad_spikes"`
 	MaxGradNorm Num `json:"max_grad_norm"`
 	FinalTrain  Num `json:"final_train_bpb"`
-	// Val is the validation bits per byte at L (NaN for a diverged run).
+	// Val is the validation bits per byte at L (NaN for a run stopped by a
+	// non-finite update; a run diverged by the loss rule trained on and
+	// keeps it).
 	Val Num `json:"val_bpb"`
 	// The attention monitor's figures over every head, layer and recorded
 	// update (finite values only; NaN without records): the smallest
@@ -151,17 +153,21 @@ func (r Row) Diverged() bool { return r.Status == StatusDiverged }
 // Summarize sets the figures of r that come from its curves (Steps,
 // Spikes, GradSpikes, MaxGradNorm, FinalTrain) and, when the loss exceeded
 // DivergedBits after warm-up and no earlier divergence is recorded, its
-// status; warmup is the run's number of warm-up updates. Render calls it
+// status; warmup is the run's number of warm-up updates. The validation is
+// left alone: a run that went above DivergedBits and trained on to the end
+// keeps the validation of where it ended (only a run stopped by a
+// non-finite update has none). Render calls it
 // again, so the definitions apply to saved rows.
 func Summarize(r *Row, warmup int) {
 	r.Steps = len(r.Loss)
 	r.Spikes, r.GradSpikes = Spikes(r.Loss, warmup), GradSpikes(r.GradNorm, warmup)
 	r.MaxGradNorm, r.FinalTrain = Num(maxFinite(r.GradNorm)), Num(FinalLoss(r.Loss))
 	if s := LossDiverged(r.Loss, warmup); s > 0 && (r.DivergedStep == 0 || s < r.DivergedStep) {
-		r.Status, r.DivergedStep, r.Why = StatusDiverged, s, fmt.Sprintf("training loss above %d bits/byte", DivergedBits)
-	}
-	if r.Diverged() {
-		r.Val = Num(math.NaN())
+		why := fmt.Sprintf("training loss above %d bits/byte", DivergedBits)
+		if r.DivergedStep > 0 {
+			why += fmt.Sprintf(", then %s at update %d", r.Why, r.DivergedStep)
+		}
+		r.Status, r.DivergedStep, r.Why = StatusDiverged, s, why
 	}
 }
 
