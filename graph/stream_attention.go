@@ -317,9 +317,10 @@ type StreamScratch struct{ Floats, Ints, F64 int }
 
 // fwdScratch is the forward's work space per thread: the tile's scores
 // [tq, tk] and table rows [tq, tk], and per head and query of the block
-// the running maximum and sum (and the probe's running score sum).
+// the running maximum and sum (and the probe's running score sum), and
+// per query the tile's row maxima and exp shifts.
 func (c *streamCfg) fwdScratch() StreamScratch {
-	s := StreamScratch{Floats: c.tq*c.tk + c.tq, F64: 3 * c.q.h * c.tq}
+	s := StreamScratch{Floats: c.tq*c.tk + 2*c.tq, F64: 3 * c.q.h * c.tq}
 	if c.rows > 0 {
 		s.Ints = c.tq * c.tk
 	}
@@ -480,10 +481,12 @@ func (t *streamTile[T]) loadIndex() error {
 }
 
 // scores fills s [ni, nj] with head h's final scores q·kᵀ*scale + bias,
-// -Inf where the mask blocks. If pa is not nil it also records the
-// allowed entries' extremes and bias (AttentionProbe), and counts the
-// allowed keys of each row into allowed.
-func (t *streamTile[T]) scores(h int, pa *headAcc, allowed []int) {
+// -Inf where the mask blocks, and, if rowMax is not nil, sets rowMax[a] to
+// the maximum of row a (-Inf if nothing is allowed, NaN if an entry is
+// NaN). If pa is not nil it also records the allowed entries' extremes
+// and bias (AttentionProbe), and counts the allowed keys of each row into
+// allowed.
+func (t *streamTile[T]) scores(h int, pa *headAcc, allowed []int, rowMax []T) {
 	c, in := t.c, t.in
 	ni, nj := t.i1-t.i0, t.j1-t.j0
 	s := t.s[:ni*nj]
@@ -516,11 +519,22 @@ func (t *streamTile[T]) scores(h int, pa *headAcc, allowed []int) {
 				}
 			}
 		}
+		end := nj
 		if c.causal {
 			// key j is visible iff kStart+j0+j <= qStart+i0+a
-			for j := max(0, c.qStart+t.i0+a-c.kStart-t.j0+1); j < nj; j++ {
+			end = min(nj, max(0, c.qStart+t.i0+a-c.kStart-t.j0+1))
+			for j := end; j < nj; j++ {
 				row[j] = ninf
 			}
+		}
+		if rowMax != nil {
+			mx := ninf
+			for _, x := range row[:end] {
+				if x > mx || x != x {
+					mx = x
+				}
+			}
+			rowMax[a] = mx
 		}
 	}
 }
@@ -587,6 +601,22 @@ func expRows[T float](s []T, nj int, shift []T) {
 	}
 }
 
+// sumT is the sum of x, in four interleaved partial sums.
+func sumT[T float](x []T) T {
+	var s0, s1, s2, s3 T
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		s0 += x[i]
+		s1 += x[i+1]
+		s2 += x[i+2]
+		s3 += x[i+3]
+	}
+	for ; i < len(x); i++ {
+		s0 += x[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
 func streamFwdDo[T float](op *streamAttnOp, vs []G.Value) (G.Value, error) {
 	c := &op.streamCfg
 	in, err := streamInputs[T](op, c, vs)
@@ -614,14 +644,15 @@ func streamFwdDo[T float](op *streamAttnOp, vs []G.Value) (G.Value, error) {
 	sz := c.fwdScratch()
 	parallelFor(c.q.b*nqb, c.tq*c.k.rows*h*(c.q.cols+c.v.cols), func(lo, hi int) {
 		t := streamTile[T]{c: c, in: &in, s: make([]T, c.tq*c.tk), idx: make([]int, sz.Ints)}
-		shift := make([]T, c.tq)
+		shift := make([]T, 2*c.tq)
+		shift, rmax := shift[:c.tq], shift[c.tq:]
 		f64 := make([]float64, sz.F64)
 		var allowed []int
 		if acc != nil {
 			allowed = make([]int, h*c.tq)
 		}
 		mu.Lock()
-		used.Floats += len(t.s) + len(shift)
+		used.Floats += len(t.s) + len(shift) + len(rmax)
 		used.Ints += len(t.idx) + len(allowed)
 		used.F64 += len(f64)
 		mu.Unlock()
@@ -658,18 +689,12 @@ func streamFwdDo[T float](op *streamAttnOp, vs []G.Value) (G.Value, error) {
 					if acc != nil {
 						pa, al = &acc[b*h+hh], allowed[hh*c.tq:]
 					}
-					t.scores(hh, pa, al)
+					t.scores(hh, pa, al, rmax)
 					s := t.s[:ni*nj]
 					mh, lh, wh := m[hh*c.tq:], l[hh*c.tq:], ws[hh*c.tq:]
 					oo := c.out.off(b, hh) + i0*c.out.ld()
 					for a := 0; a < ni; a++ {
-						row := s[a*nj : (a+1)*nj]
-						mx := T(math.Inf(-1))
-						for _, x := range row {
-							if x > mx || x != x {
-								mx = x
-							}
-						}
+						mx := rmax[a]
 						mOld, mNew := mh[a], math.Max(mh[a], float64(mx))
 						if mx != mx {
 							mNew = math.NaN()
@@ -701,11 +726,7 @@ func streamFwdDo[T float](op *streamAttnOp, vs []G.Value) (G.Value, error) {
 					}
 					expRows(s, nj, shift[:ni])
 					for a := 0; a < ni; a++ {
-						var sum T
-						for _, p := range s[a*nj : (a+1)*nj] {
-							sum += p
-						}
-						lh[a] += float64(sum)
+						lh[a] += float64(sumT(s[a*nj : (a+1)*nj]))
 					}
 					vo := c.v.off(b, hh) + j0*c.v.ld()
 					gemmSerial(false, false, ni, c.v.cols, nj, 1, s, nj, in.v[vo:], c.v.ld(), 1, out[oo:], c.out.ld())
@@ -866,7 +887,7 @@ func streamBwdDo[T float](op *streamGradOp, vs []G.Value) (G.Value, error) {
 							fe.set(err)
 							return
 						}
-						t.scores(hh, nil, nil)
+						t.scores(hh, nil, nil, nil)
 						p := t.s[:ni*nj]
 						expRows(p, nj, ls[:ni])
 						// dV += Pᵀ dO
