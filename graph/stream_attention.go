@@ -327,11 +327,11 @@ func (c *streamCfg) fwdScratch() StreamScratch {
 	return s
 }
 
-// bwdScratch is the backward's work space per thread: the tile's
-// probabilities and dP [tq, tk], table rows [tq, tk], D and the
-// log-sum-exp of the query block.
-func (c *streamCfg) bwdScratch() StreamScratch {
-	s := StreamScratch{Floats: 2*c.tq*c.tk + 2*c.tq}
+// bwdScratch is the backward's work space of a thread that handles nh
+// heads: the tile's probabilities and dP [tq, tk], table rows [tq, tk],
+// and per head D and the log-sum-exp of the query block.
+func (c *streamCfg) bwdScratch(nh int) StreamScratch {
+	s := StreamScratch{Floats: 2*c.tq*c.tk + 2*nh*c.tq}
 	if c.rows > 0 {
 		s.Ints = c.tq * c.tk
 	}
@@ -471,7 +471,7 @@ func (t *streamTile[T]) loadIndex() error {
 		return errors.Wrapf(err, "graph: StreamAttention: index of batch element %d, queries [%d, %d), keys [%d, %d)", t.b, t.i0, t.i1, t.j0, t.j1)
 	}
 	for p, r := range idx {
-		if r < 0 || r >= c.rows {
+		if uint(r) >= uint(c.rows) {
 			return errors.Errorf("graph: StreamAttention: table row %d (batch element %d, query %d, key %d) is outside the table's %d rows",
 				r, t.b, t.i0+p/nj, t.j0+p%nj, c.rows)
 		}
@@ -842,54 +842,57 @@ func streamBwdDo[T float](op *streamGradOp, vs []G.Value) (G.Value, error) {
 	var fe firstErr
 	var mu sync.Mutex
 	var used StreamScratch
-	sz := c.bwdScratch()
+	sz := c.bwdScratch(1)
 	parallelFor(h, c.q.b*tq*c.k.rows*(2*c.q.cols+2*c.v.cols), func(lo, hi int) {
+		// This thread's heads [lo, hi) share the table rows of each tile.
+		nh := hi - lo
 		t := streamTile[T]{c: c, in: &in, s: make([]T, c.tq*c.tk), idx: make([]int, sz.Ints)}
-		f := make([]T, sz.Floats-c.tq*c.tk)
-		dp, d, ls := f[:c.tq*c.tk], f[c.tq*c.tk:c.tq*c.tk+c.tq], f[c.tq*c.tk+c.tq:]
+		f := make([]T, c.tq*c.tk+2*nh*c.tq)
+		dp, d, ls := f[:c.tq*c.tk], f[c.tq*c.tk:c.tq*c.tk+nh*c.tq], f[c.tq*c.tk+nh*c.tq:]
 		mu.Lock()
 		used.Floats += len(t.s) + len(f)
 		used.Ints += len(t.idx)
 		mu.Unlock()
 		qld, kld, vld, old := c.q.ld(), c.k.ld(), c.v.ld(), c.out.ld()
 		scale := T(c.scale)
-		for hh := lo; hh < hi; hh++ {
-			var dtab []float64
-			if dacc != nil {
-				dtab = dacc[hh*c.rows : (hh+1)*c.rows]
-			}
-			for b := 0; b < c.q.b && !fe.bad.Load(); b++ {
-				qo, ko, vo, oo := c.q.off(b, hh), c.k.off(b, hh), c.v.off(b, hh), c.out.off(b, hh)
-				for qb := 0; qb < nqb; qb++ {
-					i0, i1 := qb*c.tq, min((qb+1)*c.tq, tq)
-					ni := i1 - i0
-					jend := c.keyEnd(i1)
-					if jend == 0 {
-						continue
-					}
+		for b := 0; b < c.q.b && !fe.bad.Load(); b++ {
+			for qb := 0; qb < nqb; qb++ {
+				i0, i1 := qb*c.tq, min((qb+1)*c.tq, tq)
+				ni := i1 - i0
+				jend := c.keyEnd(i1)
+				if jend == 0 {
+					continue
+				}
+				// D = rowsum(dO ∘ O) and the log-sum-exp of the block's rows
+				for hh := lo; hh < hi; hh++ {
+					oo := c.out.off(b, hh)
 					for a := 0; a < ni; a++ {
 						var s T
 						orow := o[oo+(i0+a)*old : oo+(i0+a)*old+c.out.cols]
 						for y, g := range do[oo+(i0+a)*old : oo+(i0+a)*old+c.out.cols] {
 							s += g * orow[y]
 						}
-						d[a] = s
-						ls[a] = lse[(b*h+hh)*tq+i0+a]
+						d[(hh-lo)*c.tq+a] = s
+						ls[(hh-lo)*c.tq+a] = lse[(b*h+hh)*tq+i0+a]
 					}
-					for j0 := 0; j0 < jend; j0 += c.tk {
-						j1 := min(j0+c.tk, jend)
-						if !c.keysPresent(b, j0, j1) {
-							continue
-						}
-						nj := j1 - j0
-						t.at(b, i0, i1, j0, j1)
-						if err := t.loadIndex(); err != nil {
-							fe.set(err)
-							return
-						}
+				}
+				for j0 := 0; j0 < jend; j0 += c.tk {
+					j1 := min(j0+c.tk, jend)
+					if !c.keysPresent(b, j0, j1) {
+						continue
+					}
+					nj := j1 - j0
+					t.at(b, i0, i1, j0, j1)
+					if err := t.loadIndex(); err != nil {
+						fe.set(err)
+						return
+					}
+					for hh := lo; hh < hi; hh++ {
+						qo, ko, vo, oo := c.q.off(b, hh), c.k.off(b, hh), c.v.off(b, hh), c.out.off(b, hh)
+						dh, lh := d[(hh-lo)*c.tq:], ls[(hh-lo)*c.tq:(hh-lo)*c.tq+ni]
 						t.scores(hh, nil, nil, nil)
 						p := t.s[:ni*nj]
-						expRows(p, nj, ls[:ni])
+						expRows(p, nj, lh)
 						// dV += Pᵀ dO
 						gemmSerial(true, false, nj, c.v.cols, ni, 1, p, nj, do[oo+i0*old:], old, 1, dv[vo+j0*vld:], vld)
 						// dP = dO Vᵀ
@@ -899,13 +902,14 @@ func streamBwdDo[T float](op *streamGradOp, vs []G.Value) (G.Value, error) {
 							pr, dr := p[a*nj:(a+1)*nj], dp[a*nj:(a+1)*nj]
 							for j, x := range pr {
 								if x != 0 {
-									dr[j] = x * (dr[j] - d[a])
+									dr[j] = x * (dr[j] - dh[a])
 								} else {
 									dr[j] = 0
 								}
 							}
 						}
-						if dtab != nil {
+						if dacc != nil {
+							dtab := dacc[hh*c.rows : (hh+1)*c.rows]
 							for x, r := range t.idx[:ni*nj] {
 								dtab[r] += float64(dp[x])
 							}

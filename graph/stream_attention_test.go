@@ -358,7 +358,7 @@ func TestStreamAttentionScratch(t *testing.T) {
 		if op.scratch != op.fwdScratch() {
 			t.Fatalf("T=%d: forward allocated %+v, fwdScratch %+v", n, op.scratch, op.fwdScratch())
 		}
-		want := op.bwdScratch()
+		want := op.bwdScratch(c.h)          // one thread: every head
 		want.F64 += c.h * (c.tq + c.tk - 1) // dtable per head
 		if gop.scratch != want {
 			t.Fatalf("T=%d: backward allocated %+v, want %+v", n, gop.scratch, want)
@@ -370,7 +370,7 @@ func TestStreamAttentionScratch(t *testing.T) {
 		if len(lse) != c.b*c.h*c.tq || !op.res.t.Shape().Eq(tensor.Shape{c.b, c.tq, c.h * c.dv}) {
 			t.Fatalf("T=%d: kept lse %d, out %v", n, len(lse), op.res.t.Shape())
 		}
-		fwd, bwd = append(fwd, op.fwdScratch()), append(bwd, op.bwdScratch())
+		fwd, bwd = append(fwd, op.fwdScratch()), append(bwd, op.bwdScratch(c.h))
 	}
 	if fwd[0] != fwd[1] || bwd[0] != bwd[1] {
 		t.Fatalf("work space depends on T: forward %+v, backward %+v", fwd, bwd)
