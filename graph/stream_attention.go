@@ -79,8 +79,9 @@ type TileIndexer interface {
 	// TileIndex writes the table row of every pair (query q0+a, key k0+c)
 	// of batch element b into dst[a*(k1-k0)+c], for 0 <= q0 < q1 <= Tq and
 	// 0 <= k0 < k1 <= Tk (indices into the call's queries and keys, not
-	// absolute positions). perExample reports whether the rows depend on b.
-	// An error makes the run fail with it.
+	// absolute positions). perExample reports whether the rows depend on b
+	// (the op asks for every batch element either way, for now). An error
+	// makes the run fail with it, and so does a panic.
 	TileIndex(b, q0, q1, k0, k1 int, dst []int) (perExample bool, err error)
 }
 
@@ -99,8 +100,9 @@ type TileIndexer interface {
 // of o.TileK for blocks of o.TileQ queries with an online softmax (running
 // maximum and sum per query row, FlashAttention-2, Dao 2023), computing the
 // tile's table rows on the host and skipping tiles that the causal mask
-// blocks entirely. It keeps the output and the per-row log-sum-exp
-// [B, H, Tq]; the work space is O(TileQ*TileK + H*TileQ) per thread.
+// blocks entirely (tiles larger than Tq or Tk are clipped to them). It
+// keeps the output and the per-row log-sum-exp [B, H, Tq]; the work space
+// is O(TileQ*TileK + H*TileQ) per thread (StreamScratch).
 // A query with no allowed key gets a zero output and zero gradients (never
 // NaN), as in AttentionProbs.
 //
@@ -108,8 +110,11 @@ type TileIndexer interface {
 // pass recomputes each tile's scores and probabilities from the log-sum-exp
 // (dV = Pᵀ dO, dP = dO Vᵀ, dS = P ∘ (dP − D) with D = rowsum(dO ∘ O),
 // dQ = Scale dS K, dK = Scale dSᵀ Q, dTable = scatter-add of dS into the
-// rows of the tile), holds dQ, dK, dV, dTable and O(tile) work space, and
-// is parallel over heads; its gradient ops have no derivative. The forward
+// rows of the tile), holds dQ, dK, dV, dTable (and a copy of each but dQ,
+// handed out by one small op each), O(tile) work space per thread and a
+// float64 [H, R] accumulator of dTable, and is parallel over heads, the
+// threads computing each tile's table rows once for their heads; its
+// gradient ops have no derivative. The forward
 // pass is parallel over (batch element, query block); both are
 // deterministic and independent of Threads().
 //
@@ -430,6 +435,15 @@ type firstErr struct {
 	bad atomic.Bool
 }
 
+// recover, deferred by each task, turns a panic of the task (an indexer's,
+// say) into the run's error: a panic in a goroutine of parallelFor would
+// end the process.
+func (e *firstErr) recover() {
+	if r := recover(); r != nil {
+		e.set(errors.Errorf("graph: StreamAttention: panic in a task (the indexer's?): %v", r))
+	}
+}
+
 func (e *firstErr) set(err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -643,6 +657,7 @@ func streamFwdDo[T float](op *streamAttnOp, vs []G.Value) (G.Value, error) {
 	var used StreamScratch
 	sz := c.fwdScratch()
 	parallelFor(c.q.b*nqb, c.tq*c.k.rows*h*(c.q.cols+c.v.cols), func(lo, hi int) {
+		defer fe.recover()
 		t := streamTile[T]{c: c, in: &in, s: make([]T, c.tq*c.tk), idx: make([]int, sz.Ints)}
 		shift := make([]T, 2*c.tq)
 		shift, rmax := shift[:c.tq], shift[c.tq:]
@@ -844,6 +859,7 @@ func streamBwdDo[T float](op *streamGradOp, vs []G.Value) (G.Value, error) {
 	var used StreamScratch
 	sz := c.bwdScratch(1)
 	parallelFor(h, c.q.b*tq*c.k.rows*(2*c.q.cols+2*c.v.cols), func(lo, hi int) {
+		defer fe.recover()
 		// This thread's heads [lo, hi) share the table rows of each tile.
 		nh := hi - lo
 		t := streamTile[T]{c: c, in: &in, s: make([]T, c.tq*c.tk), idx: make([]int, sz.Ints)}

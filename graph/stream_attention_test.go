@@ -411,6 +411,8 @@ func TestStreamAttentionErrors(t *testing.T) {
 			t.Errorf("%s: error %v, want it to contain %q", c.name, err, c.want)
 		}
 	}
+	defer SetThreads(Threads())
+	SetThreads(2)
 	for _, c := range []struct {
 		name string
 		ix   TileIndexer
@@ -418,16 +420,23 @@ func TestStreamAttentionErrors(t *testing.T) {
 	}{
 		{"row", relIndex{maxDist: 4}, "table row 7 (batch element 0, query 0, key 3) is outside the table's 7 rows"},
 		{"indexer", funcIndex(func(int, int, int, int, int, []int) (bool, error) { return false, errors.New("no rows here") }), "no rows here"},
+		// batch element 1 runs on the second thread
+		{"panic", funcIndex(func(b, _, _, _, _ int, dst []int) (bool, error) { clear(dst); dst[b*len(dst)] = 0; return false, nil }),
+			"panic in a task (the indexer's?): runtime error: index out of range"},
 	} {
 		g := G.NewGraph()
-		d := fromFloat64(tensor.Float64, tensor.Shape{2, 5, 4}, make([]float64, 40))
+		d := fromFloat64(tensor.Float64, tensor.Shape{2, 64, 8}, make([]float64, 2*64*8))
 		q, k, v := input(g, "q", d), input(g, "k", d.Clone().(*tensor.Dense)), input(g, "v", d.Clone().(*tensor.Dense))
 		tab := input(g, "tab", fromFloat64(tensor.Float64, tensor.Shape{7, 2}, make([]float64, 14)))
-		if _, err := StreamAttention(q, k, v, StreamOpts{Heads: 2, Table: tab, Index: c.ix}); err != nil {
+		if _, err := StreamAttention(q, k, v, StreamOpts{Heads: 2, Table: tab, Index: c.ix, TileQ: 16, TileK: 16}); err != nil {
 			t.Fatal(err)
 		}
 		m := G.NewTapeMachine(g)
+		before := threadedRuns.Load()
 		err := m.RunAll()
+		if c.name == "panic" && threadedRuns.Load() == before {
+			t.Errorf("panic: the run was not threaded")
+		}
 		m.Close()
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: run error %v, want it to contain %q", c.name, err, c.want)
