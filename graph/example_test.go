@@ -93,14 +93,13 @@ func ExampleStreamAttention() {
 	if err != nil {
 		panic(err)
 	}
-	m := G.NewTapeMachine(g)
-	if err := m.RunAll(); err != nil {
+	vm := G.NewTapeMachine(g)
+	defer vm.Close()
+	if err := vm.RunAll(); err != nil {
 		panic(err)
 	}
-	m.Close()
-	y := out.Value().Data().([]float64)
-	for i := 0; i < 3; i++ {
-		fmt.Printf("%.2f\n", y[i*2:i*2+2])
+	for i, y := 0, out.Value().Data().([]float64); i < 3; i++ {
+		fmt.Printf("%.2f\n", y[i*2:i*2+2]) // query i: the mean of v's rows 0..i, per head
 	}
 
 	w := G.NewTensor(g, tensor.Float64, 3, G.WithShape(1, 3, 2), G.WithName("w"),

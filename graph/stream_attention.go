@@ -124,30 +124,21 @@ type TileIndexer interface {
 // run fail with an error naming the row, the batch element, query and key.
 func StreamAttention(q, k, v *G.Node, o StreamOpts) (*G.Node, error) {
 	const name = "StreamAttention"
-	for _, c := range []struct {
-		what string
-		n    *G.Node
-	}{{"q", q}, {"k", k}, {"v", v}} {
-		if err := checkFloatNode(name, c.what, c.n); err != nil {
+	var ls [3]headLayout // of q, k, v
+	for i, n := range []*G.Node{q, k, v} {
+		what := [...]string{"q", "k", "v"}[i]
+		if err := checkFloatNode(name, what, n); err != nil {
+			return nil, err
+		}
+		if n.Dims() != q.Dims() || n.Dtype() != q.Dtype() {
+			return nil, errors.Errorf("graph: %s: q %v (%v) and %s %v (%v) differ in rank or dtype", name, q.Shape(), q.Dtype(), what, n.Shape(), n.Dtype())
+		}
+		var err error
+		if ls[i], err = layoutOf(name, what, n.Shape(), o.Heads); err != nil {
 			return nil, err
 		}
 	}
-	if q.Dims() != k.Dims() || q.Dims() != v.Dims() || q.Dtype() != k.Dtype() || q.Dtype() != v.Dtype() {
-		return nil, errors.Errorf("graph: %s: q %v (%v), k %v (%v) and v %v (%v) differ in rank or dtype",
-			name, q.Shape(), q.Dtype(), k.Shape(), k.Dtype(), v.Shape(), v.Dtype())
-	}
-	ql, err := layoutOf(name, "q", q.Shape(), o.Heads)
-	if err != nil {
-		return nil, err
-	}
-	kl, err := layoutOf(name, "k", k.Shape(), o.Heads)
-	if err != nil {
-		return nil, err
-	}
-	vl, err := layoutOf(name, "v", v.Shape(), o.Heads)
-	if err != nil {
-		return nil, err
-	}
+	ql, kl, vl := ls[0], ls[1], ls[2]
 	if ql.b != kl.b || ql.h != kl.h || ql.cols != kl.cols {
 		return nil, errors.Errorf("graph: %s: q %v and k %v: batch, heads and head width must agree", name, q.Shape(), k.Shape())
 	}
