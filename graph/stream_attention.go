@@ -606,6 +606,17 @@ func expRows[T float](s []T, nj int, shift []T) {
 	}
 }
 
+// zigzag maps 0, 1, 2, 3, ... to 0, n-1, 1, n-2, ...: the forward's tasks
+// take the query blocks in this order, so that the contiguous chunks of
+// parallelFor get as many cheap early blocks as expensive late ones under
+// a causal mask.
+func zigzag(x, n int) int {
+	if x%2 == 0 {
+		return x / 2
+	}
+	return n - 1 - x/2
+}
+
 // sumT is the sum of x, in four interleaved partial sums.
 func sumT[T float](x []T) T {
 	var s0, s1, s2, s3 T
@@ -664,7 +675,7 @@ func streamFwdDo[T float](op *streamAttnOp, vs []G.Value) (G.Value, error) {
 		mu.Unlock()
 		m, l, ws := f64[:h*c.tq], f64[h*c.tq:2*h*c.tq], f64[2*h*c.tq:]
 		for task := lo; task < hi && !fe.bad.Load(); task++ {
-			b, qb := task/nqb, task%nqb
+			b, qb := task/nqb, zigzag(task%nqb, nqb)
 			i0, i1 := qb*c.tq, min((qb+1)*c.tq, tq)
 			ni := i1 - i0
 			for x := range m {

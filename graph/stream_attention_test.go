@@ -551,3 +551,21 @@ func TestStreamAttentionProbe(t *testing.T) {
 		})
 	}
 }
+
+// TestZigzag: zigzag is a permutation of [0, n) pairing early and late
+// blocks.
+func TestZigzag(t *testing.T) {
+	for n := 1; n < 12; n++ {
+		seen := make([]bool, n)
+		for x := 0; x < n; x++ {
+			y := zigzag(x, n)
+			if y < 0 || y >= n || seen[y] {
+				t.Fatalf("n=%d: zigzag(%d) = %d repeats or is outside [0, n)", n, x, y)
+			}
+			seen[y] = true
+		}
+	}
+	if got := []int{zigzag(0, 5), zigzag(1, 5), zigzag(2, 5), zigzag(3, 5), zigzag(4, 5)}; got[1] != 4 || got[2] != 1 || got[4] != 2 {
+		t.Fatalf("zigzag over 5: %v, want [0 4 1 3 2]", got)
+	}
+}
