@@ -102,7 +102,7 @@ type TileIndexer interface {
 // tile's table rows on the host and skipping tiles that the causal mask
 // blocks entirely (tiles larger than Tq or Tk are clipped to them). It
 // keeps the output and the per-row log-sum-exp [B, H, Tq]; the work space
-// is O(TileQ*TileK + H*TileQ) per thread (StreamScratch).
+// is O(TileQ*TileK + H*TileQ) per thread.
 // A query with no allowed key gets a zero output and zero gradients (never
 // NaN), as in AttentionProbs.
 //
@@ -305,18 +305,19 @@ func maskDigest(m []bool) string {
 	return fmt.Sprintf("%d/%d:%016x", n, len(m), h.Sum64())
 }
 
-// StreamScratch is the work space of one thread of StreamAttention's
+// streamScratch is the work space of one thread of StreamAttention's
 // kernels, in elements: Floats of the graph's dtype, Ints (table rows)
-// and F64 (float64 accumulators). It depends on the tile sizes, the heads
-// and the head widths, never on the sequence lengths' product.
-type StreamScratch struct{ Floats, Ints, F64 int }
+// and F64 (float64 accumulators). It depends on the tile sizes and the
+// number of heads, never on the sequence lengths.
+type streamScratch struct{ Floats, Ints, F64 int }
 
 // fwdScratch is the forward's work space per thread: the tile's scores
 // [tq, tk] and table rows [tq, tk], and per head and query of the block
 // the running maximum and sum (and the probe's running score sum), and
-// per query the tile's row maxima and exp shifts.
-func (c *streamCfg) fwdScratch() StreamScratch {
-	s := StreamScratch{Floats: c.tq*c.tk + 2*c.tq, F64: 3 * c.q.h * c.tq}
+// per query the tile's row maxima and exp shifts (plus H*tq Ints of key
+// counts while a probe records).
+func (c *streamCfg) fwdScratch() streamScratch {
+	s := streamScratch{Floats: c.tq*c.tk + 2*c.tq, F64: 3 * c.q.h * c.tq}
 	if c.rows > 0 {
 		s.Ints = c.tq * c.tk
 	}
@@ -326,8 +327,8 @@ func (c *streamCfg) fwdScratch() StreamScratch {
 // bwdScratch is the backward's work space of a thread that handles nh
 // heads: the tile's probabilities and dP [tq, tk], table rows [tq, tk],
 // and per head D and the log-sum-exp of the query block.
-func (c *streamCfg) bwdScratch(nh int) StreamScratch {
-	s := StreamScratch{Floats: 2*c.tq*c.tk + 2*nh*c.tq}
+func (c *streamCfg) bwdScratch(nh int) streamScratch {
+	s := streamScratch{Floats: 2*c.tq*c.tk + 2*nh*c.tq}
 	if c.rows > 0 {
 		s.Ints = c.tq * c.tk
 	}
@@ -343,7 +344,7 @@ type streamAttnOp struct {
 	// last run (+Inf for a row with no allowed key), read by the gradient.
 	lse any
 	// scratch counts the work space the last run allocated (all threads).
-	scratch StreamScratch
+	scratch streamScratch
 	// probe is not part of the op's identity (String, hash): it observes.
 	probe *AttentionProbe
 }
@@ -656,7 +657,7 @@ func streamFwdDo[T float](op *streamAttnOp, vs []G.Value) (G.Value, error) {
 	}
 	var fe firstErr
 	var mu sync.Mutex
-	var used StreamScratch
+	var used streamScratch
 	sz := c.fwdScratch()
 	parallelFor(c.q.b*nqb, c.tq*c.k.rows*h*(c.q.cols+c.v.cols), func(lo, hi int) {
 		defer fe.recover()
@@ -798,7 +799,7 @@ type streamGradOp struct {
 	res buf
 	// the other gradients of the last run
 	dk, dv, dtab buf
-	scratch      StreamScratch
+	scratch      streamScratch
 }
 
 func (op *streamGradOp) Arity() int { return op.arity() + 2 }
@@ -858,7 +859,7 @@ func streamBwdDo[T float](op *streamGradOp, vs []G.Value) (G.Value, error) {
 	}
 	var fe firstErr
 	var mu sync.Mutex
-	var used StreamScratch
+	var used streamScratch
 	sz := c.bwdScratch(1)
 	parallelFor(h, c.q.b*tq*c.k.rows*(2*c.q.cols+2*c.v.cols), func(lo, hi int) {
 		defer fe.recover()

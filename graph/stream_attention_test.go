@@ -335,7 +335,7 @@ func TestStreamAttentionThreads(t *testing.T) {
 func TestStreamAttentionScratch(t *testing.T) {
 	defer SetThreads(Threads())
 	SetThreads(1)
-	var fwd, bwd []StreamScratch
+	var fwd, bwd []streamScratch
 	for _, n := range []int{40, 130} {
 		c := streamCase{name: "scratch", b: 2, h: 2, tq: n, tk: n + 3, dh: 4, dv: 3, causal: true, tileQ: 8, tileK: 16, table: "alibi"}
 		g := G.NewGraph()
