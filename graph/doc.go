@@ -45,6 +45,10 @@
 //	AttentionOutput(probs, v, merge) probs·v per head, v and the result split or merged
 //	                                (opts.Probe, an AttentionProbe, records per-head entropy, score
 //	                                extremes, position-bias RMS and one-hot fraction while armed)
+//	StreamAttention(q, k, v, opts)  softmax(q·kᵀ·scale + bias | mask)·v without a [Tq, Tk] tensor: keys in tiles,
+//	                                online softmax, backward by recomputation (FlashAttention-2); causal with
+//	                                offsets, key padding, bias from a table [R, H|1] by host rows per tile
+//	                                (TileIndexer); O(tile) work space per thread, opts.Probe as AttentionProbs
 //	SplitHeads(x, H), MergeHeads(x) [B, T, H*dh] <-> [B, H, T, dh]
 //	RelScores(x, tab)               x [B, H, T, dh] · tab [H, R, dh]ᵀ -> [B, H, T, R] (XL, DeBERTa)
 //	TransposeLast2(x)               [..., M, N] -> [..., N, M]

@@ -1,0 +1,1025 @@
+package graph
+
+import (
+	"fmt"
+	"hash"
+	"hash/fnv"
+	"math"
+	"reflect"
+	"sync"
+	"sync/atomic"
+
+	"github.com/chewxy/hm"
+	"github.com/pkg/errors"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// This file holds StreamAttention, the fused attention of long sequences:
+// scores, softmax and the value product in one op that visits the keys in
+// tiles with an online softmax (FlashAttention-2), so that no [Tq, Tk]
+// matrix exists, in the forward or the backward pass.
+
+// Default tile sizes of StreamAttention (queries × keys per tile).
+const (
+	DefaultStreamTileQ = 64
+	DefaultStreamTileK = 128
+)
+
+// StreamOpts are the optional inputs of StreamAttention.
+type StreamOpts struct {
+	// Heads is the number of heads of the merged layout [B, T, Heads*dh];
+	// it is ignored for split [B, H, T, dh] inputs.
+	Heads int
+	// Scale multiplies q·kᵀ; 0 means 1/sqrt(dh).
+	Scale float64
+	// Causal lets query i (at position QStart+i) attend to key j (at
+	// KStart+j) only if KStart+j <= QStart+i. QStart and KStart are the
+	// absolute positions of the first query and key (a query block after a
+	// cache or a memory segment of keys has QStart > KStart); they matter
+	// only with Causal.
+	Causal         bool
+	QStart, KStart int
+	// KeyMask is nil or [B*Tk] (batch-major): false marks a padding key,
+	// never attended. It is copied when the node is built.
+	KeyMask []bool
+	// Table is nil or a node [R, H] or [R, 1] (one column shared by the
+	// heads) of q's dtype: the score bias, added after scaling, is
+	//
+	//	bias(b, h, i, j) = Table[Index.TileIndex(b, ...)[i, j], h or 0]
+	//
+	// T5's buckets, ALiBi over the distinct distances, Shaw's scalars and
+	// the 2-D and structural biases of posenc.TableBiaser are of this form.
+	Table *G.Node
+	// Index is required with Table: it gives the table rows of one tile at
+	// a time, on the host.
+	Index TileIndexer
+	// TileQ and TileK are the tile sizes (0: DefaultStreamTileQ and
+	// DefaultStreamTileK). They change the order of the floating-point
+	// sums, not the result otherwise.
+	TileQ, TileK int
+	// Probe, if not nil, records the attention's statistics per head while
+	// it is armed, the same HeadStats as AttentionProbs' (see
+	// AttentionProbe); it never changes the result.
+	Probe *AttentionProbe
+}
+
+// TileIndexer gives the table rows of the score bias of StreamAttention one
+// tile at a time.
+//
+// The op calls TileIndex from several goroutines at once (never on the
+// same dst), so it must be safe for concurrent use; its result must depend
+// only on its arguments. Indexers are identified in the op's hash (Gorgonia
+// merges equal nodes) by their address when they are pointers, maps or
+// channels, by their type and value when they are plain values (structs,
+// arrays and scalars of numbers, booleans and strings), and otherwise (a
+// func, a value holding a slice, ...) every call of StreamAttention counts
+// as distinct.
+type TileIndexer interface {
+	// TileIndex writes the table row of every pair (query q0+a, key k0+c)
+	// of batch element b into dst[a*(k1-k0)+c], for 0 <= q0 < q1 <= Tq and
+	// 0 <= k0 < k1 <= Tk (indices into the call's queries and keys, not
+	// absolute positions). perExample reports whether the rows depend on b
+	// (the op asks for every batch element either way, for now). An error
+	// makes the run fail with it, and so does a panic.
+	TileIndex(b, q0, q1, k0, k1 int, dst []int) (perExample bool, err error)
+}
+
+// StreamAttention is scaled dot-product attention computed in tiles:
+//
+//	out = softmax(q·kᵀ * Scale + bias | mask) · v    per batch element and head
+//
+// with q [B, Tq, H*dh], k [B, Tk, H*dh] and v [B, Tk, H*dv] (heads merged,
+// o.Heads = H, as layers.Attention lays them out) and out [B, Tq, H*dv]; or
+// all of them split, [B, H, T, d], and out [B, H, Tq, dv]. The mask
+// combines o.Causal (with o.QStart, o.KStart) and o.KeyMask, the bias is
+// looked up in o.Table through o.Index (see StreamOpts). The result equals
+// AttentionProbs followed by AttentionOutput with Bias = TableBias(table,
+// ids) and the same mask, up to rounding, but the op never holds a
+// [B, H, Tq, Tk] tensor or a [Tq, Tk] buffer: it visits the keys in tiles
+// of o.TileK for blocks of o.TileQ queries with an online softmax (running
+// maximum and sum per query row, FlashAttention-2, Dao 2023), computing the
+// tile's table rows on the host and skipping tiles that the causal mask
+// blocks entirely (tiles larger than Tq or Tk are clipped to them). It
+// keeps the output and the per-row log-sum-exp [B, H, Tq]; the work space
+// is O(TileQ*TileK + H*TileQ) per thread.
+// A query with no allowed key gets a zero output and zero gradients (never
+// NaN), as in AttentionProbs.
+//
+// It is differentiable with respect to q, k, v and the table. The backward
+// pass recomputes each tile's scores and probabilities from the log-sum-exp
+// (dV = Pᵀ dO, dP = dO Vᵀ, dS = P ∘ (dP − D) with D = rowsum(dO ∘ O),
+// dQ = Scale dS K, dK = Scale dSᵀ Q, dTable = scatter-add of dS into the
+// rows of the tile), holds dQ, dK, dV, dTable (and a copy of each but dQ,
+// handed out by one small op each), O(tile) work space per thread and a
+// float64 [H, R] accumulator of dTable, and is parallel over heads, the
+// threads computing each tile's table rows once for their heads; its
+// gradient ops have no derivative. The forward
+// pass is parallel over (batch element, query block); both are
+// deterministic and independent of Threads().
+//
+// Shape, dtype and option errors (head counts, a table without an indexer,
+// a key mask of the wrong length, negative tiles, a non-finite scale) are
+// returned here; an indexer error or a table row outside [0, R) makes the
+// run fail with an error naming the row, the batch element, query and key.
+func StreamAttention(q, k, v *G.Node, o StreamOpts) (*G.Node, error) {
+	const name = "StreamAttention"
+	var ls [3]headLayout // of q, k, v
+	for i, n := range []*G.Node{q, k, v} {
+		what := [...]string{"q", "k", "v"}[i]
+		if err := checkFloatNode(name, what, n); err != nil {
+			return nil, err
+		}
+		if n.Dims() != q.Dims() || n.Dtype() != q.Dtype() {
+			return nil, errors.Errorf("graph: %s: q %v (%v) and %s %v (%v) differ in rank or dtype", name, q.Shape(), q.Dtype(), what, n.Shape(), n.Dtype())
+		}
+		var err error
+		if ls[i], err = layoutOf(name, what, n.Shape(), o.Heads); err != nil {
+			return nil, err
+		}
+	}
+	ql, kl, vl := ls[0], ls[1], ls[2]
+	if ql.b != kl.b || ql.h != kl.h || ql.cols != kl.cols {
+		return nil, errors.Errorf("graph: %s: q %v and k %v: batch, heads and head width must agree", name, q.Shape(), k.Shape())
+	}
+	if vl.b != kl.b || vl.h != kl.h || vl.rows != kl.rows {
+		return nil, errors.Errorf("graph: %s: k %v and v %v: batch, heads and keys must agree", name, k.Shape(), v.Shape())
+	}
+	if ql.b < 1 || ql.h < 1 || ql.rows < 1 || kl.rows < 1 || ql.cols < 1 || vl.cols < 1 {
+		return nil, errors.Errorf("graph: %s: q %v, k %v, v %v: every dimension must be >= 1", name, q.Shape(), k.Shape(), v.Shape())
+	}
+	c := streamCfg{q: ql, k: kl, v: vl, scale: o.Scale, causal: o.Causal, qStart: o.QStart, kStart: o.KStart,
+		tq: o.TileQ, tk: o.TileK}
+	c.out = headLayout{merged: ql.merged, b: ql.b, h: ql.h, rows: ql.rows, cols: vl.cols}
+	if c.scale == 0 {
+		c.scale = 1 / math.Sqrt(float64(ql.cols))
+	}
+	if math.IsNaN(c.scale) || math.IsInf(c.scale, 0) {
+		return nil, errors.Errorf("graph: %s: scale %v is not finite", name, o.Scale)
+	}
+	if c.tq < 0 || c.tk < 0 {
+		return nil, errors.Errorf("graph: %s: tiles %d×%d must be >= 0 (0: default)", name, o.TileQ, o.TileK)
+	}
+	if c.tq == 0 {
+		c.tq = DefaultStreamTileQ
+	}
+	if c.tk == 0 {
+		c.tk = DefaultStreamTileK
+	}
+	c.tq, c.tk = min(c.tq, ql.rows), min(c.tk, kl.rows)
+	if o.KeyMask != nil {
+		if len(o.KeyMask) != kl.b*kl.rows {
+			return nil, errors.Errorf("graph: %s: key mask has %d entries, want B*Tk = %d*%d", name, len(o.KeyMask), kl.b, kl.rows)
+		}
+		c.keyMask = append([]bool(nil), o.KeyMask...)
+		c.maskID = maskDigest(c.keyMask)
+	}
+	inputs := G.Nodes{q, k, v}
+	switch {
+	case o.Table != nil:
+		if err := checkFloatNode(name, "table", o.Table); err != nil {
+			return nil, err
+		}
+		ts := o.Table.Shape()
+		if ts.Dims() != 2 || ts[0] < 1 || (ts[1] != ql.h && ts[1] != 1) {
+			return nil, errors.Errorf("graph: %s: table %v must be [R, %d] or [R, 1]", name, ts, ql.h)
+		}
+		if o.Table.Dtype() != q.Dtype() {
+			return nil, errors.Errorf("graph: %s: table dtype %v differs from q's %v", name, o.Table.Dtype(), q.Dtype())
+		}
+		if o.Index == nil {
+			return nil, errors.Errorf("graph: %s: table %v needs an Index (TileIndexer)", name, ts)
+		}
+		c.rows, c.hc = ts[0], ts[1]
+		c.index, c.indexID = o.Index, indexerID(o.Index)
+		inputs = append(inputs, o.Table)
+	case o.Index != nil:
+		return nil, errors.Errorf("graph: %s: an Index (%T) without a Table", name, o.Index)
+	}
+	return G.ApplyOp(&streamAttnOp{streamCfg: c, probe: o.Probe}, inputs...)
+}
+
+// streamCfg is what the forward and the gradient ops share: layouts and
+// options.
+type streamCfg struct {
+	q, k, v, out   headLayout
+	scale          float64
+	causal         bool
+	qStart, kStart int
+	keyMask        []bool // nil or [B*Tk]
+	maskID         string
+	rows, hc       int // table [rows, hc]; 0, 0 without a table
+	index          TileIndexer
+	indexID        string
+	tq, tk         int // tile sizes, clipped to Tq and Tk
+}
+
+func (c *streamCfg) String() string {
+	s := fmt.Sprintf("q=%v, k=%v, v=%v, scale=%v, causal=%v, qstart=%d, kstart=%d, tiles=%dx%d",
+		c.q, c.k, c.v, c.scale, c.causal, c.qStart, c.kStart, c.tq, c.tk)
+	if c.keyMask != nil {
+		s += ", keymask=" + c.maskID
+	}
+	if c.rows > 0 {
+		s += fmt.Sprintf(", table=[%d %d], index=%s", c.rows, c.hc, c.indexID)
+	}
+	return s
+}
+
+// arity is the number of inputs of the forward op.
+func (c *streamCfg) arity() int {
+	if c.rows > 0 {
+		return 4
+	}
+	return 3
+}
+
+// inTypes are the hm types of the forward op's inputs.
+func (c *streamCfg) inTypes() []hm.Type {
+	ts := []hm.Type{floatT(len(c.q.shape())), floatT(len(c.k.shape())), floatT(len(c.v.shape()))}
+	if c.rows > 0 {
+		ts = append(ts, floatT(2))
+	}
+	return ts
+}
+
+// qBlocks is the number of query blocks; keyEnd the end of the keys that the
+// queries [i0, i1) may see (all of them without the causal mask).
+func (c *streamCfg) qBlocks() int { return (c.q.rows + c.tq - 1) / c.tq }
+func (c *streamCfg) keyEnd(i1 int) int {
+	if !c.causal {
+		return c.k.rows
+	}
+	return max(0, min(c.k.rows, c.qStart+i1-c.kStart))
+}
+
+// streamSeq numbers the indexers that cannot be identified otherwise.
+var streamSeq atomic.Int64
+
+// indexerID identifies an indexer in the op's String (see TileIndexer).
+func indexerID(ix TileIndexer) string {
+	v := reflect.ValueOf(ix)
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Chan, reflect.UnsafePointer:
+		return fmt.Sprintf("%T@%#x", ix, v.Pointer())
+	}
+	if plainType(v.Type()) {
+		return fmt.Sprintf("%T%+v", ix, ix)
+	}
+	return fmt.Sprintf("%T#%d", ix, streamSeq.Add(1))
+}
+
+// plainType reports whether values of t are fully described by their
+// printed form: numbers, booleans, strings, and arrays and structs of them.
+func plainType(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128, reflect.String:
+		return true
+	case reflect.Array:
+		return plainType(t.Elem())
+	case reflect.Struct:
+		for i := 0; i < t.NumField(); i++ {
+			if !plainType(t.Field(i).Type) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// maskDigest names a key mask in the op's String: its valid count and a
+// 64-bit FNV hash.
+func maskDigest(m []bool) string {
+	h := fnv.New64a()
+	b := make([]byte, len(m))
+	n := 0
+	for i, ok := range m {
+		if ok {
+			b[i], n = 1, n+1
+		}
+	}
+	h.Write(b)
+	return fmt.Sprintf("%d/%d:%016x", n, len(m), h.Sum64())
+}
+
+// streamScratch is the work space of one thread of StreamAttention's
+// kernels, in elements: Floats of the graph's dtype, Ints (table rows)
+// and F64 (float64 accumulators). It depends on the tile sizes and the
+// number of heads, never on the sequence lengths.
+type streamScratch struct{ Floats, Ints, F64 int }
+
+// fwdScratch is the forward's work space per thread: the tile's scores
+// [tq, tk] and table rows [tq, tk], and per head and query of the block
+// the running maximum and sum (and the probe's running score sum), and
+// per query the tile's row maxima and exp shifts (plus H*tq Ints of key
+// counts while a probe records).
+func (c *streamCfg) fwdScratch() streamScratch {
+	s := streamScratch{Floats: c.tq*c.tk + 2*c.tq, F64: 3 * c.q.h * c.tq}
+	if c.rows > 0 {
+		s.Ints = c.tq * c.tk
+	}
+	return s
+}
+
+// bwdScratch is the backward's work space of a thread that handles nh
+// heads: the tile's probabilities and dP [tq, tk], table rows [tq, tk],
+// and per head D and the log-sum-exp of the query block.
+func (c *streamCfg) bwdScratch(nh int) streamScratch {
+	s := streamScratch{Floats: 2*c.tq*c.tk + 2*nh*c.tq}
+	if c.rows > 0 {
+		s.Ints = c.tq * c.tk
+	}
+	return s
+}
+
+// streamAttnOp: q, k, v, [table] -> out.
+type streamAttnOp struct {
+	opBase
+	streamCfg
+	res buf
+	// lse is the log-sum-exp [B, H, Tq] ([]float32 or []float64) of the
+	// last run (+Inf for a row with no allowed key), read by the gradient.
+	lse any
+	// scratch counts the work space the last run allocated (all threads).
+	scratch streamScratch
+	// probe is not part of the op's identity (String, hash): it observes.
+	probe *AttentionProbe
+}
+
+func (op *streamAttnOp) Arity() int { return op.arity() }
+func (op *streamAttnOp) Type() hm.Type {
+	return hm.NewFnType(append(op.inTypes(), floatT(len(op.out.shape())))...)
+}
+func (op *streamAttnOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return op.out.shape(), nil }
+func (op *streamAttnOp) String() string                                 { return "StreamAttention{" + op.streamCfg.String() + "}" }
+func (op *streamAttnOp) WriteHash(h hash.Hash)                          { writeHash(h, op) }
+func (op *streamAttnOp) Hashcode() uint32                               { return hashOf(op) }
+func (op *streamAttnOp) DiffWRT(n int) []bool {
+	r := make([]bool, n)
+	for i := range r {
+		r[i] = true
+	}
+	return r
+}
+
+// SymDiff: one gradient op computes dQ and accumulates dK, dV and dTable,
+// which small ops hand out after it has run (as LayerNorm's dgamma). They
+// refer to the op of the nodes in the graph, which may be earlier, equal
+// nodes that Gorgonia merged these into.
+func (op *streamAttnOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
+	fwd, ok := out.Op().(*streamAttnOp)
+	if !ok {
+		return nil, errors.Errorf("graph: StreamAttention: output node has op %v", out.Op())
+	}
+	ins := append(append(G.Nodes{}, in...), out, grad)
+	dq, err := G.ApplyOp(&streamGradOp{streamCfg: op.streamCfg, fwd: fwd}, ins...)
+	if err != nil {
+		return nil, err
+	}
+	src, ok := dq.Op().(*streamGradOp)
+	if !ok {
+		return nil, errors.Errorf("graph: StreamAttention: gradient node has op %v", dq.Op())
+	}
+	res := make(G.Nodes, len(in))
+	res[0] = dq
+	for i, w := range []streamPart{partK, partV, partTable}[:len(in)-1] {
+		if res[i+1], err = G.ApplyOp(&streamGradPartOp{src: src, part: w}, dq); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (op *streamAttnOp) Do(vs ...G.Value) (G.Value, error) {
+	return dispatch(op, op, vs,
+		func() (G.Value, error) { return streamFwdDo[float32](op, vs) },
+		func() (G.Value, error) { return streamFwdDo[float64](op, vs) })
+}
+
+// streamIn are the float inputs of a run, checked against the layouts.
+type streamIn[T float] struct{ q, k, v, tab []T }
+
+func streamInputs[T float](op any, c *streamCfg, vs []G.Value) (streamIn[T], error) {
+	var in streamIn[T]
+	shapes := []tensor.Shape{c.q.shape(), c.k.shape(), c.v.shape(), {c.rows, c.hc}}
+	what := []string{"q", "k", "v", "table"}
+	dst := []*[]T{&in.q, &in.k, &in.v, &in.tab}
+	for i := 0; i < c.arity(); i++ {
+		if err := checkShape(op, what[i], vs[i], shapes[i]); err != nil {
+			return in, err
+		}
+		x, err := floats[T](op, vs[i])
+		if err != nil {
+			return in, err
+		}
+		*dst[i] = x
+	}
+	return in, nil
+}
+
+// firstErr keeps the first error of the tasks of a parallel run.
+type firstErr struct {
+	mu  sync.Mutex
+	err error
+	bad atomic.Bool
+}
+
+// recover, deferred by each task, turns a panic of the task (an indexer's,
+// say) into the run's error: a panic in a goroutine of parallelFor would
+// end the process.
+func (e *firstErr) recover() {
+	if r := recover(); r != nil {
+		e.set(errors.Errorf("graph: StreamAttention: panic in a task (the indexer's?): %v", r))
+	}
+}
+
+func (e *firstErr) set(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.err == nil {
+		e.err = err
+		e.bad.Store(true)
+	}
+}
+
+// streamTile is one thread's view of a tile: the table rows of the tile
+// and the work space of the scores.
+type streamTile[T float] struct {
+	c    *streamCfg
+	in   *streamIn[T]
+	s    []T   // scores / probabilities [ni, nj]
+	idx  []int // table rows [ni, nj]
+	b    int
+	i0   int
+	i1   int
+	j0   int
+	j1   int
+	hasI bool // idx holds the rows of this tile
+}
+
+// at sets the tile to batch element b, queries [i0, i1), keys [j0, j1).
+func (t *streamTile[T]) at(b, i0, i1, j0, j1 int) {
+	t.b, t.i0, t.i1, t.j0, t.j1, t.hasI = b, i0, i1, j0, j1, false
+}
+
+// loadIndex fills idx with the tile's table rows and checks them.
+func (t *streamTile[T]) loadIndex() error {
+	c := t.c
+	if c.rows == 0 || t.hasI {
+		return nil
+	}
+	ni, nj := t.i1-t.i0, t.j1-t.j0
+	idx := t.idx[:ni*nj]
+	if _, err := c.index.TileIndex(t.b, t.i0, t.i1, t.j0, t.j1, idx); err != nil {
+		return errors.Wrapf(err, "graph: StreamAttention: index of batch element %d, queries [%d, %d), keys [%d, %d)", t.b, t.i0, t.i1, t.j0, t.j1)
+	}
+	for p, r := range idx {
+		if uint(r) >= uint(c.rows) {
+			return errors.Errorf("graph: StreamAttention: table row %d (batch element %d, query %d, key %d) is outside the table's %d rows",
+				r, t.b, t.i0+p/nj, t.j0+p%nj, c.rows)
+		}
+	}
+	t.hasI = true
+	return nil
+}
+
+// scores fills s [ni, nj] with head h's final scores q·kᵀ*scale + bias,
+// -Inf where the mask blocks, and, if rowMax is not nil, sets rowMax[a] to
+// the maximum of row a (-Inf if nothing is allowed, NaN if an entry is
+// NaN). If pa is not nil it also records the allowed entries' extremes
+// and bias (AttentionProbe), and counts the allowed keys of each row into
+// allowed.
+func (t *streamTile[T]) scores(h int, pa *headAcc, allowed []int, rowMax []T) {
+	c, in := t.c, t.in
+	ni, nj := t.i1-t.i0, t.j1-t.j0
+	s := t.s[:ni*nj]
+	qo := c.q.off(t.b, h) + t.i0*c.q.ld()
+	ko := c.k.off(t.b, h) + t.j0*c.k.ld()
+	gemmSerial(false, true, ni, nj, c.q.cols, T(c.scale), in.q[qo:], c.q.ld(), in.k[ko:], c.k.ld(), 0, s, nj)
+	col := 0
+	if c.hc > 1 {
+		col = h
+	}
+	var km []bool
+	if c.keyMask != nil {
+		km = c.keyMask[t.b*c.k.rows+t.j0 : t.b*c.k.rows+t.j1]
+	}
+	ninf := T(math.Inf(-1))
+	for a := 0; a < ni; a++ {
+		row := s[a*nj : (a+1)*nj]
+		if c.rows > 0 {
+			for j, r := range t.idx[a*nj : (a+1)*nj] {
+				row[j] += in.tab[r*c.hc+col]
+			}
+		}
+		if pa != nil {
+			t.probeRow(pa, a, row, km, col, allowed)
+		}
+		if km != nil {
+			for j, ok := range km {
+				if !ok {
+					row[j] = ninf
+				}
+			}
+		}
+		end := nj
+		if c.causal {
+			// key j is visible iff kStart+j0+j <= qStart+i0+a
+			end = min(nj, max(0, c.qStart+t.i0+a-c.kStart-t.j0+1))
+			for j := end; j < nj; j++ {
+				row[j] = ninf
+			}
+		}
+		if rowMax != nil {
+			mx := ninf
+			for _, x := range row[:end] {
+				if x > mx || x != x {
+					mx = x
+				}
+			}
+			rowMax[a] = mx
+		}
+	}
+}
+
+// visible reports whether key j0+j is visible to query i0+a.
+func (t *streamTile[T]) visible(a, j int, km []bool) bool {
+	c := t.c
+	if km != nil && !km[j] {
+		return false
+	}
+	return !c.causal || c.kStart+t.j0+j <= c.qStart+t.i0+a
+}
+
+// probeRow records row a of the tile's scores (before masking) in pa.
+func (t *streamTile[T]) probeRow(pa *headAcc, a int, row []T, km []bool, col int, allowed []int) {
+	c := t.c
+	pa.hasPos = pa.hasPos || c.rows > 0
+	nj := t.j1 - t.j0
+	for j, v := range row {
+		if !t.visible(a, j, km) {
+			continue
+		}
+		allowed[a]++
+		x := float64(v)
+		if x != x {
+			pa.nanScore = true
+		}
+		pa.scoreMax = math.Max(pa.scoreMax, x)
+		pa.scoreMin = math.Min(pa.scoreMin, x)
+		if c.rows > 0 {
+			pos := float64(t.in.tab[t.idx[a*nj+j]*c.hc+col])
+			pa.posSq += pos * pos
+			pa.posN++
+		}
+	}
+}
+
+// keysPresent reports whether the key range [j0, j1) of batch element b
+// holds a key that is not padding.
+func (c *streamCfg) keysPresent(b, j0, j1 int) bool {
+	if c.keyMask == nil {
+		return true
+	}
+	for _, ok := range c.keyMask[b*c.k.rows+j0 : b*c.k.rows+j1] {
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// expRows sets s[a*nj+j] = exp(s[a*nj+j] - shift[a]) (0 for -Inf entries
+// when shift is finite or +Inf).
+func expRows[T float](s []T, nj int, shift []T) {
+	if isF32[T]() {
+		k32.expScaleRows(any(s).([]float32), any(s).([]float32), nj, any(shift).([]float32), 1)
+		return
+	}
+	for a, m := range shift {
+		row := s[a*nj : (a+1)*nj]
+		for j, x := range row {
+			row[j] = T(math.Exp(float64(x - m)))
+		}
+	}
+}
+
+// zigzag maps 0, 1, 2, 3, ... to 0, n-1, 1, n-2, ...: the forward's tasks
+// take the query blocks in this order, so that the contiguous chunks of
+// parallelFor get as many cheap early blocks as expensive late ones under
+// a causal mask.
+func zigzag(x, n int) int {
+	if x%2 == 0 {
+		return x / 2
+	}
+	return n - 1 - x/2
+}
+
+// sumT is the sum of x, in four interleaved partial sums.
+func sumT[T float](x []T) T {
+	var s0, s1, s2, s3 T
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		s0 += x[i]
+		s1 += x[i+1]
+		s2 += x[i+2]
+		s3 += x[i+3]
+	}
+	for ; i < len(x); i++ {
+		s0 += x[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+func streamFwdDo[T float](op *streamAttnOp, vs []G.Value) (G.Value, error) {
+	c := &op.streamCfg
+	in, err := streamInputs[T](op, c, vs)
+	if err != nil {
+		return nil, err
+	}
+	res, out := bufFor[T](&op.res, c.out.shape())
+	nlse := c.q.b * c.q.h * c.q.rows
+	lse, ok := op.lse.([]T)
+	if !ok || len(lse) != nlse {
+		lse = make([]T, nlse)
+		op.lse = lse
+	}
+	h, tq, nqb := c.q.h, c.q.rows, c.qBlocks()
+	var acc []headAcc // per (batch, head), when the probe records
+	if op.probe.Armed() {
+		acc = make([]headAcc, c.q.b*h)
+		for i := range acc {
+			acc[i] = newHeadAcc()
+		}
+	}
+	var fe firstErr
+	var mu sync.Mutex
+	var used streamScratch
+	sz := c.fwdScratch()
+	parallelFor(c.q.b*nqb, c.tq*c.k.rows*h*(c.q.cols+c.v.cols), func(lo, hi int) {
+		defer fe.recover()
+		t := streamTile[T]{c: c, in: &in, s: make([]T, c.tq*c.tk), idx: make([]int, sz.Ints)}
+		shift := make([]T, 2*c.tq)
+		shift, rmax := shift[:c.tq], shift[c.tq:]
+		f64 := make([]float64, sz.F64)
+		var allowed []int
+		if acc != nil {
+			allowed = make([]int, h*c.tq)
+		}
+		mu.Lock()
+		used.Floats += len(t.s) + len(shift) + len(rmax)
+		used.Ints += len(t.idx) + len(allowed)
+		used.F64 += len(f64)
+		mu.Unlock()
+		m, l, ws := f64[:h*c.tq], f64[h*c.tq:2*h*c.tq], f64[2*h*c.tq:]
+		for task := lo; task < hi && !fe.bad.Load(); task++ {
+			b, qb := task/nqb, zigzag(task%nqb, nqb)
+			i0, i1 := qb*c.tq, min((qb+1)*c.tq, tq)
+			ni := i1 - i0
+			for x := range m {
+				m[x], l[x], ws[x] = math.Inf(-1), 0, 0
+			}
+			clear(allowed)
+			for hh := 0; hh < h; hh++ {
+				oo := c.out.off(b, hh)
+				for a := i0; a < i1; a++ {
+					clear(out[oo+a*c.out.ld() : oo+a*c.out.ld()+c.out.cols])
+				}
+			}
+			jend := c.keyEnd(i1)
+			for j0 := 0; j0 < jend; j0 += c.tk {
+				j1 := min(j0+c.tk, jend)
+				if !c.keysPresent(b, j0, j1) {
+					continue
+				}
+				t.at(b, i0, i1, j0, j1)
+				if err := t.loadIndex(); err != nil {
+					fe.set(err)
+					return
+				}
+				nj := j1 - j0
+				for hh := 0; hh < h; hh++ {
+					var pa *headAcc
+					var al []int
+					if acc != nil {
+						pa, al = &acc[b*h+hh], allowed[hh*c.tq:]
+					}
+					t.scores(hh, pa, al, rmax)
+					s := t.s[:ni*nj]
+					mh, lh, wh := m[hh*c.tq:], l[hh*c.tq:], ws[hh*c.tq:]
+					oo := c.out.off(b, hh) + i0*c.out.ld()
+					for a := 0; a < ni; a++ {
+						mx := rmax[a]
+						mOld, mNew := mh[a], math.Max(mh[a], float64(mx))
+						if mx != mx {
+							mNew = math.NaN()
+						}
+						if math.IsInf(mNew, -1) { // nothing allowed yet
+							shift[a] = 0
+							continue
+						}
+						shift[a] = T(mNew)
+						if mNew != mOld {
+							alpha := math.Exp(mOld - mNew)
+							lh[a] *= alpha
+							wh[a] *= alpha
+							orow := out[oo+a*c.out.ld() : oo+a*c.out.ld()+c.out.cols]
+							for x := range orow {
+								orow[x] *= T(alpha)
+							}
+							mh[a] = mNew
+						}
+					}
+					if pa != nil { // Σ exp(s - m)·s, for the entropy
+						for a := 0; a < ni; a++ {
+							for _, x := range s[a*nj : (a+1)*nj] {
+								if !math.IsInf(float64(x), -1) {
+									wh[a] += math.Exp(float64(x)-mh[a]) * float64(x)
+								}
+							}
+						}
+					}
+					expRows(s, nj, shift[:ni])
+					for a := 0; a < ni; a++ {
+						lh[a] += float64(sumT(s[a*nj : (a+1)*nj]))
+					}
+					vo := c.v.off(b, hh) + j0*c.v.ld()
+					gemmSerial(false, false, ni, c.v.cols, nj, 1, s, nj, in.v[vo:], c.v.ld(), 1, out[oo:], c.out.ld())
+				}
+			}
+			for hh := 0; hh < h; hh++ {
+				oo := c.out.off(b, hh) + i0*c.out.ld()
+				for a := 0; a < ni; a++ {
+					x := hh*c.tq + a
+					orow := out[oo+a*c.out.ld() : oo+a*c.out.ld()+c.out.cols]
+					r := (b*h+hh)*tq + i0 + a
+					if l[x] == 0 {
+						clear(orow)
+						lse[r] = T(math.Inf(1))
+						continue
+					}
+					inv := 1 / l[x]
+					for y := range orow {
+						orow[y] = T(float64(orow[y]) * inv)
+					}
+					lse[r] = T(m[x] + math.Log(l[x]))
+					if acc != nil && allowed[x] >= 2 {
+						pa := &acc[b*h+hh]
+						ent := m[x] + math.Log(l[x]) - ws[x]*inv
+						pa.entSum += ent
+						pa.entMin = math.Min(pa.entMin, ent)
+						if inv >= OneHotThreshold {
+							pa.oneHot++
+						}
+						pa.rows++
+					}
+				}
+			}
+		}
+	})
+	if fe.err != nil {
+		return nil, fe.err
+	}
+	op.scratch = used
+	if acc != nil {
+		op.probe.merge(acc, h)
+	}
+	return res, nil
+}
+
+// streamGradOp: q, k, v, [table], out, dout -> dq; it also computes dk, dv
+// and dtable, handed out by streamGradPartOp.
+type streamGradOp struct {
+	opBase
+	streamCfg
+	fwd *streamAttnOp
+	res buf
+	// the other gradients of the last run
+	dk, dv, dtab buf
+	scratch      streamScratch
+}
+
+func (op *streamGradOp) Arity() int { return op.arity() + 2 }
+func (op *streamGradOp) Type() hm.Type {
+	o := floatT(len(op.out.shape()))
+	return hm.NewFnType(append(op.inTypes(), o, o, floatT(len(op.q.shape())))...)
+}
+func (op *streamGradOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return op.q.shape(), nil }
+func (op *streamGradOp) String() string {
+	return "streamAttentionGrad{" + op.streamCfg.String() + "}"
+}
+func (op *streamGradOp) WriteHash(h hash.Hash) { writeHash(h, op) }
+func (op *streamGradOp) Hashcode() uint32      { return hashOf(op) }
+func (op *streamGradOp) DiffWRT(n int) []bool  { return make([]bool, n) }
+func (op *streamGradOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
+	return nil, noSecondDerivative(op)
+}
+
+func (op *streamGradOp) Do(vs ...G.Value) (G.Value, error) {
+	return dispatch(op, op, vs,
+		func() (G.Value, error) { return streamBwdDo[float32](op, vs) },
+		func() (G.Value, error) { return streamBwdDo[float64](op, vs) })
+}
+
+func streamBwdDo[T float](op *streamGradOp, vs []G.Value) (G.Value, error) {
+	c := &op.streamCfg
+	in, err := streamInputs[T](op, c, vs)
+	if err != nil {
+		return nil, err
+	}
+	n := c.arity()
+	if err := checkShape(op, "out", vs[n], c.out.shape()); err != nil {
+		return nil, err
+	}
+	if err := checkShape(op, "dout", vs[n+1], c.out.shape()); err != nil {
+		return nil, err
+	}
+	o, err := floats[T](op, vs[n])
+	if err != nil {
+		return nil, err
+	}
+	do, err := floats[T](op, vs[n+1])
+	if err != nil {
+		return nil, err
+	}
+	h, tq, nqb := c.q.h, c.q.rows, c.qBlocks()
+	lse, ok := op.fwd.lse.([]T)
+	if !ok || len(lse) != c.q.b*h*tq {
+		return nil, errors.Errorf("graph: %v: the forward op has not run", op)
+	}
+	res, dq := zeroed[T](&op.res, c.q.shape())
+	_, dk := zeroed[T](&op.dk, c.k.shape())
+	_, dv := zeroed[T](&op.dv, c.v.shape())
+	var dacc []float64 // dtable per head, [H][R]
+	if c.rows > 0 {
+		dacc = make([]float64, h*c.rows)
+	}
+	var fe firstErr
+	var mu sync.Mutex
+	var used streamScratch
+	sz := c.bwdScratch(1)
+	parallelFor(h, c.q.b*tq*c.k.rows*(2*c.q.cols+2*c.v.cols), func(lo, hi int) {
+		defer fe.recover()
+		// This thread's heads [lo, hi) share the table rows of each tile.
+		nh := hi - lo
+		t := streamTile[T]{c: c, in: &in, s: make([]T, c.tq*c.tk), idx: make([]int, sz.Ints)}
+		f := make([]T, c.tq*c.tk+2*nh*c.tq)
+		dp, d, ls := f[:c.tq*c.tk], f[c.tq*c.tk:c.tq*c.tk+nh*c.tq], f[c.tq*c.tk+nh*c.tq:]
+		mu.Lock()
+		used.Floats += len(t.s) + len(f)
+		used.Ints += len(t.idx)
+		mu.Unlock()
+		qld, kld, vld, old := c.q.ld(), c.k.ld(), c.v.ld(), c.out.ld()
+		scale := T(c.scale)
+		for b := 0; b < c.q.b && !fe.bad.Load(); b++ {
+			for qb := 0; qb < nqb; qb++ {
+				i0, i1 := qb*c.tq, min((qb+1)*c.tq, tq)
+				ni := i1 - i0
+				jend := c.keyEnd(i1)
+				if jend == 0 {
+					continue
+				}
+				// D = rowsum(dO ∘ O) and the log-sum-exp of the block's rows
+				for hh := lo; hh < hi; hh++ {
+					oo := c.out.off(b, hh)
+					for a := 0; a < ni; a++ {
+						var s T
+						orow := o[oo+(i0+a)*old : oo+(i0+a)*old+c.out.cols]
+						for y, g := range do[oo+(i0+a)*old : oo+(i0+a)*old+c.out.cols] {
+							s += g * orow[y]
+						}
+						d[(hh-lo)*c.tq+a] = s
+						ls[(hh-lo)*c.tq+a] = lse[(b*h+hh)*tq+i0+a]
+					}
+				}
+				for j0 := 0; j0 < jend; j0 += c.tk {
+					j1 := min(j0+c.tk, jend)
+					if !c.keysPresent(b, j0, j1) {
+						continue
+					}
+					nj := j1 - j0
+					t.at(b, i0, i1, j0, j1)
+					if err := t.loadIndex(); err != nil {
+						fe.set(err)
+						return
+					}
+					for hh := lo; hh < hi; hh++ {
+						qo, ko, vo, oo := c.q.off(b, hh), c.k.off(b, hh), c.v.off(b, hh), c.out.off(b, hh)
+						dh, lh := d[(hh-lo)*c.tq:], ls[(hh-lo)*c.tq:(hh-lo)*c.tq+ni]
+						t.scores(hh, nil, nil, nil)
+						p := t.s[:ni*nj]
+						expRows(p, nj, lh)
+						// dV += Pᵀ dO
+						gemmSerial(true, false, nj, c.v.cols, ni, 1, p, nj, do[oo+i0*old:], old, 1, dv[vo+j0*vld:], vld)
+						// dP = dO Vᵀ
+						gemmSerial(false, true, ni, nj, c.v.cols, 1, do[oo+i0*old:], old, in.v[vo+j0*vld:], vld, 0, dp, nj)
+						// dS = P ∘ (dP - D), into dp
+						for a := 0; a < ni; a++ {
+							pr, dr := p[a*nj:(a+1)*nj], dp[a*nj:(a+1)*nj]
+							for j, x := range pr {
+								if x != 0 {
+									dr[j] = x * (dr[j] - dh[a])
+								} else {
+									dr[j] = 0
+								}
+							}
+						}
+						if dacc != nil {
+							dtab := dacc[hh*c.rows : (hh+1)*c.rows]
+							for x, r := range t.idx[:ni*nj] {
+								dtab[r] += float64(dp[x])
+							}
+						}
+						// dQ += scale dS K, dK += scale dSᵀ Q
+						gemmSerial(false, false, ni, c.q.cols, nj, scale, dp, nj, in.k[ko+j0*kld:], kld, 1, dq[qo+i0*qld:], qld)
+						gemmSerial(true, false, nj, c.k.cols, ni, scale, dp, nj, in.q[qo+i0*qld:], qld, 1, dk[ko+j0*kld:], kld)
+					}
+				}
+			}
+		}
+	})
+	if fe.err != nil {
+		return nil, fe.err
+	}
+	if c.rows > 0 {
+		used.F64 += h * c.rows
+		_, dt := zeroed[T](&op.dtab, tensor.Shape{c.rows, c.hc})
+		for hh := 0; hh < h; hh++ {
+			col := 0
+			if c.hc > 1 {
+				col = hh
+			}
+			for r, x := range dacc[hh*c.rows : (hh+1)*c.rows] {
+				dt[r*c.hc+col] += T(x)
+			}
+		}
+	}
+	op.scratch = used
+	return res, nil
+}
+
+// streamPart names a gradient handed out by streamGradPartOp.
+type streamPart int
+
+const (
+	partK streamPart = iota
+	partV
+	partTable
+)
+
+// streamGradPartOp: dq (only for ordering) -> dk, dv or dtable, as
+// computed by the run of src that produced dq.
+type streamGradPartOp struct {
+	opBase
+	src  *streamGradOp
+	part streamPart
+	res  buf
+}
+
+func (op *streamGradPartOp) shape() tensor.Shape {
+	switch op.part {
+	case partK:
+		return op.src.k.shape()
+	case partV:
+		return op.src.v.shape()
+	}
+	return tensor.Shape{op.src.rows, op.src.hc}
+}
+func (op *streamGradPartOp) Arity() int { return 1 }
+func (op *streamGradPartOp) Type() hm.Type {
+	return hm.NewFnType(floatT(len(op.src.q.shape())), floatT(len(op.shape())))
+}
+func (op *streamGradPartOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return op.shape(), nil }
+func (op *streamGradPartOp) String() string {
+	// The source op's address ties the node to its dq node's op.
+	return fmt.Sprintf("streamAttentionGrad%s{src=%p}", [...]string{"K", "V", "Table"}[op.part], op.src)
+}
+func (op *streamGradPartOp) WriteHash(h hash.Hash) { writeHash(h, op) }
+func (op *streamGradPartOp) Hashcode() uint32      { return hashOf(op) }
+func (op *streamGradPartOp) DiffWRT(int) []bool    { return []bool{false} }
+func (op *streamGradPartOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
+	return nil, noSecondDerivative(op)
+}
+
+func (op *streamGradPartOp) Do(vs ...G.Value) (G.Value, error) {
+	return dispatch(op, op, vs,
+		func() (G.Value, error) { return streamPartDo[float32](op) },
+		func() (G.Value, error) { return streamPartDo[float64](op) })
+}
+
+func streamPartDo[T float](op *streamGradPartOp) (G.Value, error) {
+	b := [...]*buf{&op.src.dk, &op.src.dv, &op.src.dtab}[op.part]
+	if b.t == nil || !b.t.Shape().Eq(op.shape()) {
+		return nil, errors.Errorf("graph: %v: the gradient op has not run", op)
+	}
+	src, ok := b.t.Data().([]T)
+	if !ok {
+		return nil, errors.Errorf("graph: %v: gradient of dtype %v", op, b.t.Dtype())
+	}
+	t, d := bufFor[T](&op.res, op.shape())
+	copy(d, src)
+	return t, nil
+}
