@@ -271,7 +271,7 @@ func writeSummary(b *strings.Builder, f *File) {
 	rms := p.Remedies()
 	b.WriteString("## Which remedies matter\n\n")
 	b.WriteString("Paired effect of each remedy (runs equal in every other factor and seed): change in validation bits/byte, with remedy minus without " +
-		"(negative: the remedy helps; mean ± sample std over the pairs in which neither run diverged), then diverged runs with / without the remedy, then the change in loss spikes.\n\n")
+		"(negative: the remedy helps; mean ± sample std over the pairs in which both runs have a validation), then diverged runs with / without the remedy, then the change in loss spikes.\n\n")
 	for _, lr := range p.LRs {
 		fmt.Fprintf(b, "### lr %g\n\n| encoding |", lr)
 		for _, rm := range rms {
