@@ -122,7 +122,7 @@ func writeWarnings(b *strings.Builder, ws []Warning) {
 		if w.LR == 0 {
 			lr = "all"
 		}
-		fmt.Fprintf(b, "| %s | %s | %d | %d | %s | %s | %s |\n", w.Figure, lr, w.Unstable, w.Stable, fmtAUC(w.AUC), fmtG(float64(w.MedianUnstable)), fmtG(float64(w.MedianStable)))
+		fmt.Fprintf(b, "| %s | %s | %d | %d | %s | %s | %s |\n", strings.ReplaceAll(w.Figure, "|", `\|`), lr, w.Unstable, w.Stable, fmtAUC(w.AUC), fmtG(float64(w.MedianUnstable)), fmtG(float64(w.MedianStable)))
 	}
 	b.WriteString("\n")
 }
