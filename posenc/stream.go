@@ -63,3 +63,49 @@ type streamIndexer struct {
 func (x *streamIndexer) TileIndex(b, q0, q1, k0, k1 int, dst []int) (bool, error) {
 	return x.e.BiasIndex(x.s, b, Tile{Q0: q0, Q1: q1, K0: k0, K1: k1}, dst)
 }
+
+// DistanceIndex writes the row j - i + TQ - 1 of every pair (query i, key
+// j) of tile t into dst [(Q1-Q0)*(K1-K0)], row-major: the row of the pair's
+// distance in a table over the span's TQ+TK-1 distinct distances, ordered
+// from the largest query-minus-key distance QStart - KStart + TQ - 1 (row 0)
+// to the smallest (row TQ+TK-2). It returns an error if t is not a tile of
+// s or dst has the wrong length.
+func DistanceIndex(s *Site, t Tile, dst []int) error {
+	if err := CheckTile(s, t); err != nil {
+		return err
+	}
+	tk := t.K1 - t.K0
+	if len(dst) != (t.Q1-t.Q0)*tk {
+		return errors.Errorf("posenc: distance index: dst has %d entries, the tile %d", len(dst), (t.Q1-t.Q0)*tk)
+	}
+	for i := t.Q0; i < t.Q1; i++ {
+		row := dst[(i-t.Q0)*tk : (i-t.Q0+1)*tk]
+		for j := range row {
+			row[j] = t.K0 + j - i + s.TQ - 1
+		}
+	}
+	return nil
+}
+
+// distanceRows returns, for every row r of a DistanceIndex table of span,
+// the key position whose query-minus-key distance from a query at position
+// 0 is that of the row: r - TQ + 1 - (QStart - KStart), so that
+// 0 - distanceRows[r] = QStart - KStart - (r - TQ + 1).
+func distanceRows(sp Span) []int {
+	out := make([]int, sp.TQ+sp.TK-1)
+	for r := range out {
+		out[r] = r - sp.TQ + 1 - (sp.QStart - sp.KStart)
+	}
+	return out
+}
+
+// transposeHR turns x [H, R] (row-major) into [R, H].
+func transposeHR(x []float64, h, r int) []float64 {
+	out := make([]float64, len(x))
+	for hh := 0; hh < h; hh++ {
+		for k := 0; k < r; k++ {
+			out[k*h+hh] = x[hh*r+k]
+		}
+	}
+	return out
+}
