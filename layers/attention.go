@@ -152,27 +152,11 @@ func (a *Attention) FwdPositions(xq, xkv *G.Node, span posenc.Span, pos *posenc.
 	if a.Cfg.Stream {
 		return a.fwdStream(site, xq, xkv, mask)
 	}
-	q, err := a.Q.Fwd(xq) // [B, Tq, d]
-	if err != nil {
-		return nil, err
-	}
-	k, err := a.K.Fwd(xkv) // [B, Tk, d]
-	if err != nil {
-		return nil, err
-	}
-	v, err := a.V.Fwd(xkv) // [B, Tk, d]
-	if err != nil {
-		return nil, err
-	}
 	qkT, needQK := a.Cfg.Pos.(posenc.QKTransformer)
 	termer, hasTerms := a.Cfg.Pos.(posenc.ScoreTermer)
-	if needQK || hasTerms {
-		if q, err = graph.SplitHeads(q, h); err != nil { // [B, H, Tq, dh]
-			return nil, err
-		}
-		if k, err = graph.SplitHeads(k, h); err != nil { // [B, H, Tk, dh]
-			return nil, err
-		}
+	q, k, v, err := a.projectQKV(xq, xkv, needQK || hasTerms)
+	if err != nil {
+		return nil, err
 	}
 	if needQK {
 		if q, k, err = qkT.TransformQK(site, q, k); err != nil {
@@ -244,25 +228,12 @@ func (a *Attention) fwdStream(site *posenc.Site, xq, xkv, mask *G.Node) (*G.Node
 	if err != nil {
 		return nil, err
 	}
-	q, err := a.Q.Fwd(xq) // [B, Tq, d]
+	qkT, needQK := a.Cfg.Pos.(posenc.QKTransformer)
+	q, k, v, err := a.projectQKV(xq, xkv, needQK)
 	if err != nil {
 		return nil, err
 	}
-	k, err := a.K.Fwd(xkv) // [B, Tk, d]
-	if err != nil {
-		return nil, err
-	}
-	v, err := a.V.Fwd(xkv) // [B, Tk, d]
-	if err != nil {
-		return nil, err
-	}
-	if qkT, ok := a.Cfg.Pos.(posenc.QKTransformer); ok {
-		if q, err = graph.SplitHeads(q, h); err != nil { // [B, H, Tq, dh]
-			return nil, err
-		}
-		if k, err = graph.SplitHeads(k, h); err != nil { // [B, H, Tk, dh]
-			return nil, err
-		}
+	if needQK {
 		if q, k, err = qkT.TransformQK(site, q, k); err != nil {
 			return nil, err
 		}
@@ -283,6 +254,30 @@ func (a *Attention) fwdStream(site *posenc.Site, xq, xkv, mask *G.Node) (*G.Node
 		return nil, errors.Wrapf(err, "attention %s: stream", name)
 	}
 	return a.O.Fwd(out) // [B, Tq, d]
+}
+
+// projectQKV returns the projections q [B, Tq, d], k and v [B, Tk, d] of xq
+// and xkv, heads merged (head h is columns h*dh:(h+1)*dh); with split, q
+// and k are returned split, [B, H, T, dh].
+func (a *Attention) projectQKV(xq, xkv *G.Node, split bool) (q, k, v *G.Node, err error) {
+	if q, err = a.Q.Fwd(xq); err != nil {
+		return nil, nil, nil, err
+	}
+	if k, err = a.K.Fwd(xkv); err != nil {
+		return nil, nil, nil, err
+	}
+	if v, err = a.V.Fwd(xkv); err != nil {
+		return nil, nil, nil, err
+	}
+	if split {
+		if q, err = graph.SplitHeads(q, a.Cfg.Heads); err != nil {
+			return nil, nil, nil, err
+		}
+		if k, err = graph.SplitHeads(k, a.Cfg.Heads); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	return q, k, v, nil
 }
 
 // streamKeyMask turns the caller's mask of the streaming path into
