@@ -24,6 +24,17 @@ type AttentionConfig struct {
 	// interfaces (posenc.QKTransformer, ScoreTermer, Scaler, ScoreBiaser,
 	// ValueTermer).
 	Pos posenc.Encoding
+	// Stream computes the attention with graph.StreamAttention (tiles of
+	// keys, online softmax, no [B, H, Tq, Tk] tensor in the forward or the
+	// backward pass) instead of AttentionProbs and AttentionOutput. It
+	// serves encodings without score terms: none, the absolute encodings,
+	// rope and its scalings, xpos, and the table biases of
+	// posenc.StreamBias (t5, alibi, kerple, sandwich, shaw-scalar, fire,
+	// dpb, ... on line positions); Fwd returns StreamBias's error for the
+	// others (shaw, xl, deberta, cope, combinations with a bias). The mask
+	// must be nil or a key-padding mask [B, 1, 1, Tk] whose value is known
+	// when the graph is built. Probs is nil; the probe still records.
+	Stream bool
 }
 
 // Attention is multi-head scaled dot-product attention (Vaswani et al. 2017)
@@ -48,8 +59,8 @@ type Attention struct {
 }
 
 // Probs returns the attention probabilities [B, H, Tq, Tk] of the last Fwd
-// (nil before any), for inspection: its value is set once the graph has
-// run.
+// (nil before any, and always nil with Cfg.Stream, which never forms
+// them), for inspection: its value is set once the graph has run.
 func (a *Attention) Probs() *G.Node { return a.probs }
 
 // Probe returns the layer's attention probe: arm it (graph.AttentionProbe)
@@ -107,7 +118,10 @@ func (a *Attention) Fwd(xq, xkv *G.Node, span posenc.Span, mask *G.Node) (*G.Nod
 // positions) is passed to the encoding's hooks in Site.Pos. It returns an
 // error naming the encoding and both kinds if the encoding does not serve
 // pos's kind (posenc.CheckKind), and one naming both sizes if pos does not
-// fit the inputs (posenc.Positions.Check).
+// fit the inputs (posenc.Positions.Check). With Cfg.Stream it also
+// returns posenc.StreamBias's error for an encoding the streaming attention
+// does not serve, and an error naming the mask's shape for a mask that is
+// not a key-padding mask [B, 1, 1, Tk] with a value.
 func (a *Attention) FwdPositions(xq, xkv *G.Node, span posenc.Span, pos *posenc.Positions, mask *G.Node) (*G.Node, error) {
 	name := a.Cfg.Name
 	if xkv == nil {
@@ -135,27 +149,14 @@ func (a *Attention) FwdPositions(xq, xkv *G.Node, span posenc.Span, pos *posenc.
 	// Projections with the heads merged, [B, T, d]: head h is columns
 	// h*dh:(h+1)*dh. The fused attention ops address the heads in place;
 	// heads are split ([B, H, T, dh]) only for encodings whose hooks need it.
-	q, err := a.Q.Fwd(xq) // [B, Tq, d]
-	if err != nil {
-		return nil, err
-	}
-	k, err := a.K.Fwd(xkv) // [B, Tk, d]
-	if err != nil {
-		return nil, err
-	}
-	v, err := a.V.Fwd(xkv) // [B, Tk, d]
-	if err != nil {
-		return nil, err
+	if a.Cfg.Stream {
+		return a.fwdStream(site, xq, xkv, mask)
 	}
 	qkT, needQK := a.Cfg.Pos.(posenc.QKTransformer)
 	termer, hasTerms := a.Cfg.Pos.(posenc.ScoreTermer)
-	if needQK || hasTerms {
-		if q, err = graph.SplitHeads(q, h); err != nil { // [B, H, Tq, dh]
-			return nil, err
-		}
-		if k, err = graph.SplitHeads(k, h); err != nil { // [B, H, Tk, dh]
-			return nil, err
-		}
+	q, k, v, err := a.projectQKV(xq, xkv, needQK || hasTerms)
+	if err != nil {
+		return nil, err
 	}
 	if needQK {
 		if q, k, err = qkT.TransformQK(site, q, k); err != nil {
@@ -209,6 +210,100 @@ func (a *Attention) FwdPositions(xq, xkv *G.Node, span posenc.Span, pos *posenc.
 		return nil, errors.Wrapf(err, "attention %s: probs.v", name)
 	}
 	return a.O.Fwd(out) // [B, Tq, d]
+}
+
+// fwdStream is FwdPositions with Cfg.Stream: q, k, v projected, the
+// encoding's QKTransformer applied, then one graph.StreamAttention with the
+// table bias of posenc.StreamBias, the layer's causal mask and the caller's
+// key-padding mask.
+func (a *Attention) fwdStream(site *posenc.Site, xq, xkv, mask *G.Node) (*G.Node, error) {
+	name := a.Cfg.Name
+	h, dh := site.H, site.DHead
+	a.probs = nil
+	table, idx, err := posenc.StreamBias(a.Cfg.Pos, site)
+	if err != nil {
+		return nil, errors.WithMessagef(err, "attention %s: stream", name)
+	}
+	keyMask, err := a.streamKeyMask(mask, site.B, site.TK)
+	if err != nil {
+		return nil, err
+	}
+	qkT, needQK := a.Cfg.Pos.(posenc.QKTransformer)
+	q, k, v, err := a.projectQKV(xq, xkv, needQK)
+	if err != nil {
+		return nil, err
+	}
+	if needQK {
+		if q, k, err = qkT.TransformQK(site, q, k); err != nil {
+			return nil, err
+		}
+		if q, err = graph.MergeHeads(q); err != nil { // [B, Tq, d]
+			return nil, err
+		}
+		if k, err = graph.MergeHeads(k); err != nil { // [B, Tk, d]
+			return nil, err
+		}
+	}
+	opts := graph.StreamOpts{Heads: h, Scale: 1 / math.Sqrt(float64(dh)), Causal: a.Cfg.Causal,
+		QStart: site.Span.QStart, KStart: site.Span.KStart, KeyMask: keyMask, Table: table, Index: idx, Probe: a.probe}
+	if s, ok := a.Cfg.Pos.(posenc.Scaler); ok {
+		opts.Scale = s.Scale(dh)
+	}
+	out, err := graph.StreamAttention(q, k, v, opts) // [B, Tq, d]
+	if err != nil {
+		return nil, errors.Wrapf(err, "attention %s: stream", name)
+	}
+	return a.O.Fwd(out) // [B, Tq, d]
+}
+
+// projectQKV returns the projections q [B, Tq, d], k and v [B, Tk, d] of xq
+// and xkv, heads merged (head h is columns h*dh:(h+1)*dh); with split, q
+// and k are returned split, [B, H, T, dh].
+func (a *Attention) projectQKV(xq, xkv *G.Node, split bool) (q, k, v *G.Node, err error) {
+	if q, err = a.Q.Fwd(xq); err != nil {
+		return nil, nil, nil, err
+	}
+	if k, err = a.K.Fwd(xkv); err != nil {
+		return nil, nil, nil, err
+	}
+	if v, err = a.V.Fwd(xkv); err != nil {
+		return nil, nil, nil, err
+	}
+	if split {
+		if q, err = graph.SplitHeads(q, a.Cfg.Heads); err != nil {
+			return nil, nil, nil, err
+		}
+		if k, err = graph.SplitHeads(k, a.Cfg.Heads); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	return q, k, v, nil
+}
+
+// streamKeyMask turns the caller's mask of the streaming path into
+// StreamOpts.KeyMask [B*Tk]: nil stays nil; a mask [B, 1, 1, Tk] (or
+// [1, 1, 1, Tk]) whose value is set (a constant) becomes true where it is
+// non-zero. Any other mask is an error naming its shape.
+func (a *Attention) streamKeyMask(mask *G.Node, b, tk int) ([]bool, error) {
+	if mask == nil {
+		return nil, nil
+	}
+	ms := mask.Shape()
+	if ms.Dims() != 4 || (ms[0] != b && ms[0] != 1) || ms[1] != 1 || ms[2] != 1 || ms[3] != tk {
+		return nil, errors.Errorf("attention %s: stream: mask has shape %v; the streaming attention takes only a key-padding mask [%d, 1, 1, %d]", a.Cfg.Name, ms, b, tk)
+	}
+	if mask.Value() == nil {
+		return nil, errors.Errorf("attention %s: stream: key-padding mask %v has no value when the graph is built; the streaming attention needs it as a constant", a.Cfg.Name, ms)
+	}
+	vals := graph.ToFloat64s(mask.Value())
+	if len(vals) != ms[0]*tk {
+		return nil, errors.Errorf("attention %s: stream: key-padding mask %v holds %d values of dtype %v", a.Cfg.Name, ms, len(vals), mask.Dtype())
+	}
+	km := make([]bool, b*tk)
+	for i := range km {
+		km[i] = vals[(i/tk%ms[0])*tk+i%tk] != 0
+	}
+	return km, nil
 }
 
 // project applies the layer's q or k projection to x [N, d].

@@ -24,6 +24,12 @@ type Config struct {
 	// Pos names the position encoding (posenc.Names()); "" means "none".
 	Pos     string
 	PosOpts posenc.Options
+	// Stream computes every attention with graph.StreamAttention, in tiles
+	// of keys without a [B, H, T, T] tensor (AttentionConfig.Stream; the
+	// trainer's -stream). It serves the encodings of posenc.StreamBias
+	// (no terms, table biases) and refuses the others when the model is
+	// built.
+	Stream bool
 }
 
 // DefaultConfig is the reference configuration: vocab 256, d_model 128,
@@ -84,7 +90,7 @@ func NewBlock(g *G.ExprGraph, p *graph.Params, cfg Config, layer int, pos posenc
 		return nil, err
 	}
 	if b.Attn, err = NewAttention(g, p, AttentionConfig{Name: name + "/attn", Layer: layer, D: cfg.DModel, Heads: cfg.Heads,
-		InitStd: cfg.InitStd, Causal: cfg.Causal, Pos: pos}); err != nil {
+		InitStd: cfg.InitStd, Causal: cfg.Causal, Pos: pos, Stream: cfg.Stream}); err != nil {
 		return nil, err
 	}
 	if b.LN2, err = NewLayerNorm(g, p, name+"/ln2", cfg.DModel, cfg.Eps); err != nil {

@@ -53,8 +53,16 @@ func init() {
 // tokens at the end of a row the time of the last real one, so that the
 // times do not decrease). Integer times 0..T-1 give exactly the bias of the
 // line path.
+//
+// Alibi is a TableBiaser on line positions: BiasTable is the constant
+// [TQ+TK-1, H] of the bias at the span's distinct distances (row
+// j - i + TQ - 1 for query i and key j, see DistanceIndex) and BiasIndex
+// maps every pair to its row; their gather equals ScoreBias bit for bit.
+// BiasTable and BiasIndex refuse real positions (their distances are
+// continuous and per example).
 type Alibi struct {
 	cache  tableCache[alibiKey, *tensor.Dense]
+	tcache tableCache[alibiKey, *tensor.Dense] // BiasTable values
 	rcache tableCache[realKey, *tensor.Dense]
 }
 
@@ -174,6 +182,36 @@ func (e *Alibi) ScoreBias(s *Site) (*G.Node, error) {
 	})
 	return G.NewTensor(s.G, key.dt, 3, G.WithShape(s.H, s.TQ, s.TK), G.WithValue(v),
 		G.WithName(graph.UniqueName(s.G, "alibi_bias"))), nil
+}
+
+// BiasTable implements TableBiaser: a constant [TQ+TK-1, H], row r holding
+// -m_h·d (causal) or -m_h·|d| for the distance d = QStart - KStart -
+// (r - TQ + 1) (query minus key position), the value ScoreBias has at every
+// pair of that distance. An error for real positions or an empty site.
+func (e *Alibi) BiasTable(s *Site) (*G.Node, error) {
+	if err := checkBiasSite("alibi", s); err != nil {
+		return nil, err
+	}
+	if s.Kind() == PosReal {
+		return nil, errRealTiles("alibi")
+	}
+	key := alibiKey{span: s.Span, heads: s.H, causal: s.Causal, dt: s.Dtype()}
+	r := s.TQ + s.TK - 1
+	v, _ := e.tcache.get(key, func() (*tensor.Dense, error) {
+		bias := AlibiBias(AlibiSlopes(s.H), []int{0}, distanceRows(s.Span), s.Causal) // [H, 1, R]
+		return graph.FromFloat64s(key.dt, tensor.Shape{r, s.H}, transposeHR(bias, s.H, r)), nil
+	})
+	return G.NewTensor(s.G, key.dt, 2, G.WithShape(r, s.H), G.WithValue(v),
+		G.WithName(graph.UniqueName(s.G, "alibi_table"))), nil
+}
+
+// BiasIndex implements TableBiaser: DistanceIndex of every pair of tile t,
+// shared by the batch. An error for real positions.
+func (e *Alibi) BiasIndex(s *Site, _ int, t Tile, dst []int) (bool, error) {
+	if s.Kind() == PosReal {
+		return false, errRealTiles("alibi")
+	}
+	return false, DistanceIndex(s, t, dst)
 }
 
 // realBias is ScoreBias for real positions.

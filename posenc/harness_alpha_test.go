@@ -306,6 +306,8 @@ func TestEveryEncodingAlpha(t *testing.T) {
 				switch k {
 				case posenc.PosLine:
 					checkAlphaLM(t, name, o)
+					checkTiles(t, name, oa) // alpha multiplies the table
+					checkStream(t, name, oa)
 				case posenc.PosGrid:
 					checkGridGrad(t, name, oa, 3, 4)
 				case posenc.PosPairwise:

@@ -306,6 +306,9 @@ func TestEveryEncoding(t *testing.T) {
 			}
 			checkKindErrors(t, name, o, info.Positions)
 			checkTiles(t, name, o)
+			if partsServe(t, name, posenc.PosLine) {
+				checkStream(t, name, o)
+			}
 		})
 	}
 }

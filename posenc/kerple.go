@@ -104,6 +104,9 @@ func init() {
 // input nodes refilled by Feed.Bind. The causal mask is by index; the
 // kernel needs no order of the times. Integer times 0..T-1 give the line
 // path's bias exactly.
+//
+// Kerple is a TableBiaser on line positions (BiasTable is the table above,
+// BiasIndex maps each pair to its distance's row), not on real positions.
 type Kerple struct {
 	// Kernel is KerpleLog or KerplePower.
 	Kernel string
@@ -120,6 +123,7 @@ type Kerple struct {
 
 	rcache tableCache[realKey, *tensor.Dense]
 	rnodes graphNodes[realNodeKey]
+	tables graphNodes[relNodeKey] // BiasTable nodes
 }
 
 type kerpleIdxKey struct {
@@ -388,6 +392,67 @@ func (e *Kerple) kernel(s *Site, colN, signN, r1, r2 *G.Node, r int) (*G.Node, e
 		return nil, err
 	}
 	return withAlpha(s, x, e.Alpha, e.AlphaName())
+}
+
+// kerpleRange returns the smallest distance |key - query| of the span and
+// the number of distances up to the largest, the dmin and r of
+// kerpleDistances, in O(1).
+func kerpleRange(s Span) (dmin, r int) {
+	lo, hi := s.Rel(s.TQ-1, 0), s.Rel(0, s.TK-1)
+	amin, amax := absInt(lo), absInt(hi)
+	if amin > amax {
+		amin, amax = amax, amin
+	}
+	if lo <= 0 && hi >= 0 {
+		amin = 0
+	}
+	return int(amin), int(amax-amin) + 1
+}
+
+// BiasTable implements TableBiaser on line positions: the table [R, H] of
+// the kernel at the span's distances |key - query| = dmin..dmin+R-1 (times
+// the alpha of Alpha), the table ScoreBias gathers from. Calls for the same
+// graph, parameter store, span and H return the same node. An error for
+// real positions (their distances are continuous and per example) or an
+// empty site.
+func (e *Kerple) BiasTable(s *Site) (*G.Node, error) {
+	if err := e.check(); err != nil {
+		return nil, err
+	}
+	if err := checkBiasSite(e.Name(), s); err != nil {
+		return nil, err
+	}
+	if s.Kind() == PosReal {
+		return nil, errRealTiles(e.Name())
+	}
+	return e.tables.get(s.G, relNodeKey{s.Span, s.H, s.Params}, func() (*G.Node, error) {
+		dmin, r := kerpleRange(s.Span)
+		table, err := e.table(s, dmin, r)
+		return table, errors.Wrapf(err, "posenc %s", e.Name())
+	})
+}
+
+// BiasIndex implements TableBiaser: the row |key - query| - dmin of
+// BiasTable for every pair of tile t, shared by the batch. An error for
+// real positions.
+func (e *Kerple) BiasIndex(s *Site, _ int, t Tile, dst []int) (bool, error) {
+	if s.Kind() == PosReal {
+		return false, errRealTiles(e.Name())
+	}
+	if err := CheckTile(s, t); err != nil {
+		return false, err
+	}
+	tk := t.K1 - t.K0
+	if len(dst) != (t.Q1-t.Q0)*tk {
+		return false, errors.Errorf("posenc %s: BiasIndex: dst has %d entries, the tile %d", e.Name(), len(dst), (t.Q1-t.Q0)*tk)
+	}
+	dmin, _ := kerpleRange(s.Span)
+	for i := t.Q0; i < t.Q1; i++ {
+		for j := t.K0; j < t.K1; j++ {
+			dst[(i-t.Q0)*tk+j-t.K0] = int(absInt(s.Rel(i, j))) - dmin
+		}
+	}
+	return false, nil
 }
 
 // Accepts implements PositionAccepter: line and real positions.

@@ -42,11 +42,16 @@ func init() {
 //
 // The bias of a (span, heads, dtype) is computed on the host once and
 // cached. One Sandwich may build graphs from several goroutines at once.
+//
+// Sandwich is a TableBiaser: BiasTable is the constant [TQ+TK-1, H] of the
+// span's distinct distances and BiasIndex is DistanceIndex; their gather
+// equals ScoreBias bit for bit.
 type Sandwich struct {
 	// Dim is d̄, the width of the sinusoidal embeddings (even, > 0).
 	Dim int
 
-	cache tableCache[sandwichKey, *tensor.Dense]
+	cache  tableCache[sandwichKey, *tensor.Dense]
+	tcache tableCache[sandwichKey, *tensor.Dense] // BiasTable values
 }
 
 type sandwichKey struct {
@@ -124,4 +129,31 @@ func (e *Sandwich) ScoreBias(s *Site) (*G.Node, error) {
 	})
 	return G.NewTensor(s.G, key.dt, 3, G.WithShape(s.H, s.TQ, s.TK), G.WithValue(v),
 		G.WithName(graph.UniqueName(s.G, "sandwich_bias"))), nil
+}
+
+// BiasTable implements TableBiaser: a constant [TQ+TK-1, H], row r holding
+// the bias of the key-minus-query distance KStart - QStart + r - TQ + 1
+// (DistanceIndex's row), the value ScoreBias has at every pair of that
+// distance. An error for an empty site or a bad Dim.
+func (e *Sandwich) BiasTable(s *Site) (*G.Node, error) {
+	if err := sandwichCheck(e.Dim); err != nil {
+		return nil, err
+	}
+	if err := checkBiasSite("sandwich", s); err != nil {
+		return nil, err
+	}
+	key := sandwichKey{span: s.Span, heads: s.H, dt: s.Dtype()}
+	r := s.TQ + s.TK - 1
+	v, _ := e.tcache.get(key, func() (*tensor.Dense, error) {
+		bias := SandwichBias(s.H, e.Dim, []int{0}, distanceRows(s.Span)) // [H, 1, R]
+		return graph.FromFloat64s(key.dt, tensor.Shape{r, s.H}, transposeHR(bias, s.H, r)), nil
+	})
+	return G.NewTensor(s.G, key.dt, 2, G.WithShape(r, s.H), G.WithValue(v),
+		G.WithName(graph.UniqueName(s.G, "sandwich_table"))), nil
+}
+
+// BiasIndex implements TableBiaser: DistanceIndex of every pair of tile t,
+// shared by the batch.
+func (e *Sandwich) BiasIndex(s *Site, _ int, t Tile, dst []int) (bool, error) {
+	return false, DistanceIndex(s, t, dst)
 }

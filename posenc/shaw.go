@@ -216,6 +216,9 @@ func (e *Shaw) ValueTerms(s *Site, probs *G.Node) (*G.Node, error) {
 // AlphaInit, multiplying the table. Neither is weight-decayed. The gather
 // indices are computed on the host once per (span, H) and cached; one
 // ShawScalar value may build graphs from several goroutines at once.
+//
+// ShawScalar is a TableBiaser: BiasTable is the (alpha-scaled) table and
+// BiasIndex the ShawIndex of each pair of a tile.
 type ShawScalar struct {
 	K       int
 	InitStd float64
@@ -250,6 +253,16 @@ func (e *ShawScalar) ScoreBias(s *Site) (*G.Node, error) {
 	flat, _ := e.flat.get(shawKey{span: s.Span, k: e.K, h: s.H}, func() ([]int, error) {
 		return headTableIndex(ShawIndex(s.Span, e.K), s.H, s.TQ, s.TK), nil
 	})
+	table, err := e.table(s)
+	if err != nil {
+		return nil, err
+	}
+	bias, err := headTableBias(table, flat, s.H, s.TQ, s.TK)
+	return bias, errors.Wrapf(err, "posenc shaw-scalar: bias [%d, %d, %d] from table %v", s.H, s.TQ, s.TK, table.Shape())
+}
+
+// table returns the layer's table [2K+1, H], times its alpha with Alpha.
+func (e *ShawScalar) table(s *Site) (*G.Node, error) {
 	table, err := s.Params.Node(s.G, s.Prefix+"/shaw_bias", tensor.Shape{2*e.K + 1, s.H}, graph.Normal(e.InitStd), false)
 	if err != nil {
 		return nil, errors.Wrap(err, "posenc shaw-scalar")
@@ -259,6 +272,39 @@ func (e *ShawScalar) ScoreBias(s *Site) (*G.Node, error) {
 			return nil, errors.Wrap(err, "posenc shaw-scalar")
 		}
 	}
-	bias, err := headTableBias(table, flat, s.H, s.TQ, s.TK)
-	return bias, errors.Wrapf(err, "posenc shaw-scalar: bias [%d, %d, %d] from table %v", s.H, s.TQ, s.TK, table.Shape())
+	return table, nil
+}
+
+// BiasTable implements TableBiaser: the calling layer's "<prefix>/shaw_bias"
+// [2K+1, H] (times "<prefix>/shaw_alpha" with Alpha). An error for an
+// empty site or a negative K.
+func (e *ShawScalar) BiasTable(s *Site) (*G.Node, error) {
+	if err := checkBiasSite("shaw-scalar", s); err != nil {
+		return nil, err
+	}
+	if e.K < 0 {
+		return nil, errors.Errorf("posenc shaw-scalar: clipping distance K = %d is negative", e.K)
+	}
+	return e.table(s)
+}
+
+// BiasIndex implements TableBiaser: ShawIndex, clamp(key - query, -K, K) + K,
+// of every pair of tile t, shared by the batch.
+func (e *ShawScalar) BiasIndex(s *Site, _ int, t Tile, dst []int) (bool, error) {
+	if err := CheckTile(s, t); err != nil {
+		return false, err
+	}
+	if e.K < 0 {
+		return false, errors.Errorf("posenc shaw-scalar: clipping distance K = %d is negative", e.K)
+	}
+	tk := t.K1 - t.K0
+	if len(dst) != (t.Q1-t.Q0)*tk {
+		return false, errors.Errorf("posenc shaw-scalar: BiasIndex: dst has %d entries, the tile %d", len(dst), (t.Q1-t.Q0)*tk)
+	}
+	for i := t.Q0; i < t.Q1; i++ {
+		for j := t.K0; j < t.K1; j++ {
+			dst[(i-t.Q0)*tk+j-t.K0] = min(max(s.Rel(i, j), -e.K), e.K) + e.K
+		}
+	}
+	return false, nil
 }

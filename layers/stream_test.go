@@ -1,0 +1,162 @@
+package layers
+
+import (
+	"math"
+	"math/rand"
+	"strings"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/rpe-go/rpe/graph"
+	"github.com/rpe-go/rpe/posenc"
+)
+
+// TestLMStreamFloat32: in float32 the LM with Stream on computes the logits
+// of the LM with Stream off (same weights) within 1e-5, for encodings of
+// each kind the streaming attention serves, and its probes record as many
+// rows with close statistics.
+func TestLMStreamFloat32(t *testing.T) {
+	for _, pos := range []string{"none", "rope", "alibi", "t5", "kerple-log"} {
+		t.Run(pos, func(t *testing.T) {
+			cfg := tinyConfig(pos)
+			w := tinyWeights(t, cfg, 4)
+			rng := rand.New(rand.NewSource(9))
+			const b, tt = 2, 7
+			data := make([]int, b*tt)
+			for i := range data {
+				data[i] = rng.Intn(256)
+			}
+			ref, refStats := runLMProbed(t, cfg, w, data, b, tt)
+			cfg.Stream = true
+			got, gotStats := runLMProbed(t, cfg, w, data, b, tt)
+			for i := range ref {
+				if d := math.Abs(got[i] - ref[i]); !(d <= 1e-5) {
+					t.Fatalf("logit %d: stream %v, materialised %v (diff %g)", i, got[i], ref[i], d)
+				}
+			}
+			for l := range refStats {
+				if len(gotStats[l]) != len(refStats[l]) {
+					t.Fatalf("block %d: the stream probe recorded %d heads, the materialised one %d", l, len(gotStats[l]), len(refStats[l]))
+				}
+				for h := range refStats[l] {
+					r, g := refStats[l][h], gotStats[l][h]
+					if g.Rows != r.Rows || g.Rows == 0 {
+						t.Fatalf("block %d head %d: the stream probe counted %d rows, the materialised one %d", l, h, g.Rows, r.Rows)
+					}
+					if d := math.Abs(g.EntropyMean - r.EntropyMean); !(d <= 1e-4) {
+						t.Fatalf("block %d head %d: entropy %v (stream), %v", l, h, g.EntropyMean, r.EntropyMean)
+					}
+				}
+			}
+		})
+	}
+}
+
+// runLMProbed runs the float32 tiny LM with its probes armed and returns
+// the logits and each block's head statistics.
+func runLMProbed(t *testing.T, cfg Config, weights map[string][]float64, data []int, b, tt int) ([]float64, [][]graph.HeadStats) {
+	t.Helper()
+	g := G.NewGraph()
+	p := graph.NewParams(tensor.Float32, 1)
+	lm, err := NewLM(g, p, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := G.NewTensor(g, tensor.Int, 2, G.WithShape(b, tt), G.WithName("ids"), G.WithValue(tensor.New(tensor.WithShape(b, tt), tensor.WithBacking(append([]int(nil), data...)))))
+	logits, err := lm.Fwd(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, w := range weights {
+		if err := p.Set(name, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cfg.Stream {
+		for _, bl := range lm.Blocks {
+			if bl.Attn.Probs() != nil {
+				t.Fatalf("%s: Probs() is not nil with Stream", bl.Name)
+			}
+		}
+	}
+	for _, pr := range lm.Probes() {
+		pr.Arm()
+	}
+	m := G.NewTapeMachine(g)
+	defer m.Close()
+	if err := m.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	var stats [][]graph.HeadStats
+	for _, pr := range lm.Probes() {
+		pr.Disarm()
+		stats = append(stats, pr.Stats())
+	}
+	return graph.ToFloat64s(logits.Value()), stats
+}
+
+// TestStreamErrors: with Stream, an encoding with content-position terms
+// and a mask that is not a constant key-padding mask [B, 1, 1, Tk] are
+// errors naming the problem; a constant key-padding mask gives the
+// materialised attention's result.
+func TestStreamErrors(t *testing.T) {
+	for _, pos := range []string{"xl", "shaw", "deberta", "cope"} {
+		cfg := tinyConfig(pos)
+		cfg.Stream = true
+		g := G.NewGraph()
+		lm, err := NewLM(g, graph.NewParams(tensor.Float64, 1), cfg)
+		if err == nil {
+			_, err = lm.Fwd(ids(g, rand.New(rand.NewSource(1)), 2, 4))
+		}
+		if err == nil || !strings.Contains(err.Error(), pos+" adds content-position terms") {
+			t.Errorf("%s with Stream: error %v, want one naming its terms", pos, err)
+		}
+	}
+
+	rng := rand.New(rand.NewSource(5))
+	const b, tt = 2, 4
+	build := func(stream bool) (*G.ExprGraph, *Attention, *G.Node) {
+		g := G.NewGraph()
+		p := graph.NewParams(tensor.Float64, 1)
+		a, err := NewAttention(g, p, AttentionConfig{Name: "attn", D: 8, Heads: 2, InitStd: 0.5, Causal: true, Pos: posenc.NewAlibi(), Stream: stream})
+		if err != nil {
+			t.Fatal(err)
+		}
+		randomize(p, rand.New(rand.NewSource(2)))
+		return g, a, input(g, tensor.Float64, rand.New(rand.NewSource(3)), "x", b, tt, 8)
+	}
+	g, a, x := build(true)
+	full := input(g, tensor.Float64, rng, "full_mask", b, 1, tt, tt)
+	if _, err := a.Fwd(x, nil, posenc.Span{TQ: tt, TK: tt}, full); err == nil || !strings.Contains(err.Error(), "(2, 1, 4, 4)") {
+		t.Errorf("a full mask with Stream: error %v, want one naming its shape", err)
+	}
+	fed := G.NewTensor(g, tensor.Float64, 4, G.WithShape(b, 1, 1, tt), G.WithName("fed_mask"))
+	if _, err := a.Fwd(x, nil, posenc.Span{TQ: tt, TK: tt}, fed); err == nil || !strings.Contains(err.Error(), "no value") {
+		t.Errorf("a key mask without a value with Stream: error %v, want one saying so", err)
+	}
+
+	keys := []float64{1, 1, 0, 1, 1, 1, 1, 0} // [B, 1, 1, Tk]
+	run := func(stream bool) []float64 {
+		g, a, x := build(stream)
+		mask := G.NewTensor(g, tensor.Float64, 4, G.WithShape(b, 1, 1, tt), G.WithName("key_mask"),
+			G.WithValue(graph.FromFloat64s(tensor.Float64, tensor.Shape{b, 1, 1, tt}, keys)))
+		y, err := a.Fwd(x, nil, posenc.Span{TQ: tt, TK: tt}, mask)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := G.NewTapeMachine(g)
+		defer m.Close()
+		if err := m.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		return graph.ToFloat64s(y.Value())
+	}
+	ref, got := run(false), run(true)
+	for i := range ref {
+		if d := math.Abs(got[i] - ref[i]); !(d <= 1e-12) {
+			t.Fatalf("key mask: output %d stream %v, materialised %v", i, got[i], ref[i])
+		}
+	}
+}

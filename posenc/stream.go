@@ -1,0 +1,111 @@
+package posenc
+
+import (
+	"github.com/pkg/errors"
+	G "gorgonia.org/gorgonia"
+
+	"github.com/rpe-go/rpe/graph"
+)
+
+// StreamBias returns what graph.StreamAttention needs to apply e's score
+// bias at site s: the bias table [R, H] or [R, 1] and a graph.TileIndexer
+// giving the table rows of each tile (from e's BiasIndex).
+//
+// It returns nil, nil, nil for an encoding that adds no score bias and no
+// terms (nil, none, the absolute encodings, rope and its scalings, xpos:
+// their work is done by InputAdder or QKTransformer, which still apply
+// before the attention). It returns an error naming the encoding for an
+// encoding with score or value terms (ScoreTermer, ValueTermer: "<enc> adds
+// content-position terms; the streaming attention serves score biases
+// only"), for a ScoreBiaser that is not a TableBiaser, and when e's
+// BiasTable or BiasIndex refuses the site (e.g. alibi or kerple on real
+// positions). The indexer's rows are checked against the table by the op
+// when it runs.
+func StreamBias(e Encoding, s *Site) (table *G.Node, idx graph.TileIndexer, err error) {
+	if e == nil {
+		return nil, nil, nil
+	}
+	_, terms := e.(ScoreTermer)
+	_, values := e.(ValueTermer)
+	if terms || values {
+		return nil, nil, errors.Errorf("posenc: %s adds content-position terms; the streaming attention serves score biases only", e.Name())
+	}
+	if _, ok := e.(ScoreBiaser); !ok {
+		return nil, nil, nil
+	}
+	tb, ok := e.(TableBiaser)
+	if !ok {
+		return nil, nil, errors.Errorf("posenc: %s's score bias is not a table lookup (TableBiaser); the streaming attention serves table biases only", e.Name())
+	}
+	if table, err = tb.BiasTable(s); err != nil {
+		return nil, nil, errors.WithMessagef(err, "posenc: %s cannot stream at this site", e.Name())
+	}
+	if ts := table.Shape(); ts.Dims() != 2 || (ts[1] != s.H && ts[1] != 1) {
+		return nil, nil, errors.Errorf("posenc: %s's bias table has shape %v, want [R, %d] or [R, 1]", e.Name(), ts, s.H)
+	}
+	// Ask for one row now, so that a site the indexer refuses (real
+	// positions) fails here, at build time, not when the graph runs.
+	one := make([]int, 1)
+	if _, err := tb.BiasIndex(s, 0, Tile{0, 1, 0, 1}, one); err != nil {
+		return nil, nil, errors.WithMessagef(err, "posenc: %s cannot stream at this site", e.Name())
+	}
+	return table, &streamIndexer{e: tb, s: s}, nil
+}
+
+// streamIndexer adapts a TableBiaser's BiasIndex to graph.TileIndexer. It
+// is a pointer, so the op identifies it by address.
+type streamIndexer struct {
+	e TableBiaser
+	s *Site
+}
+
+// TileIndex implements graph.TileIndexer.
+func (x *streamIndexer) TileIndex(b, q0, q1, k0, k1 int, dst []int) (bool, error) {
+	return x.e.BiasIndex(x.s, b, Tile{Q0: q0, Q1: q1, K0: k0, K1: k1}, dst)
+}
+
+// DistanceIndex writes the row j - i + TQ - 1 of every pair (query i, key
+// j) of tile t into dst [(Q1-Q0)*(K1-K0)], row-major: the row of the pair's
+// distance in a table over the span's TQ+TK-1 distinct distances, ordered
+// from the largest query-minus-key distance QStart - KStart + TQ - 1 (row 0)
+// to the smallest (row TQ+TK-2). It returns an error if t is not a tile of
+// s or dst has the wrong length.
+func DistanceIndex(s *Site, t Tile, dst []int) error {
+	if err := CheckTile(s, t); err != nil {
+		return err
+	}
+	tk := t.K1 - t.K0
+	if len(dst) != (t.Q1-t.Q0)*tk {
+		return errors.Errorf("posenc: distance index: dst has %d entries, the tile %d", len(dst), (t.Q1-t.Q0)*tk)
+	}
+	for i := t.Q0; i < t.Q1; i++ {
+		row := dst[(i-t.Q0)*tk : (i-t.Q0+1)*tk]
+		for j := range row {
+			row[j] = t.K0 + j - i + s.TQ - 1
+		}
+	}
+	return nil
+}
+
+// distanceRows returns, for every row r of a DistanceIndex table of span,
+// the key position whose query-minus-key distance from a query at position
+// 0 is that of the row: r - TQ + 1 - (QStart - KStart), so that
+// 0 - distanceRows[r] = QStart - KStart - (r - TQ + 1).
+func distanceRows(sp Span) []int {
+	out := make([]int, sp.TQ+sp.TK-1)
+	for r := range out {
+		out[r] = r - sp.TQ + 1 - (sp.QStart - sp.KStart)
+	}
+	return out
+}
+
+// transposeHR turns x [H, R] (row-major) into [R, H].
+func transposeHR(x []float64, h, r int) []float64 {
+	out := make([]float64, len(x))
+	for hh := 0; hh < h; hh++ {
+		for k := 0; k < r; k++ {
+			out[k*h+hh] = x[hh*r+k]
+		}
+	}
+	return out
+}
