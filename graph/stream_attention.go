@@ -648,9 +648,12 @@ func streamFwdDo[T float](op *streamAttnOp, vs []G.Value) (G.Value, error) {
 		op.lse = lse
 	}
 	h, tq, nqb := c.q.h, c.q.rows, c.qBlocks()
-	var acc []headAcc // per (batch, head), when the probe records
+	// One accumulator per (task, head) when the probe records: tasks of the
+	// same batch element run at once, and merging them in task order keeps
+	// the statistics independent of the threads.
+	var acc []headAcc
 	if op.probe.Armed() {
-		acc = make([]headAcc, c.q.b*h)
+		acc = make([]headAcc, c.q.b*nqb*h)
 		for i := range acc {
 			acc[i] = newHeadAcc()
 		}
@@ -705,7 +708,7 @@ func streamFwdDo[T float](op *streamAttnOp, vs []G.Value) (G.Value, error) {
 					var pa *headAcc
 					var al []int
 					if acc != nil {
-						pa, al = &acc[b*h+hh], allowed[hh*c.tq:]
+						pa, al = &acc[task*h+hh], allowed[hh*c.tq:]
 					}
 					t.scores(hh, pa, al, rmax)
 					s := t.s[:ni*nj]
@@ -767,7 +770,7 @@ func streamFwdDo[T float](op *streamAttnOp, vs []G.Value) (G.Value, error) {
 					}
 					lse[r] = T(m[x] + math.Log(l[x]))
 					if acc != nil && allowed[x] >= 2 {
-						pa := &acc[b*h+hh]
+						pa := &acc[task*h+hh]
 						ent := m[x] + math.Log(l[x]) - ws[x]*inv
 						pa.entSum += ent
 						pa.entMin = math.Min(pa.entMin, ent)

@@ -569,3 +569,32 @@ func TestZigzag(t *testing.T) {
 		t.Fatalf("zigzag over 5: %v, want [0 4 1 3 2]", got)
 	}
 }
+
+// TestStreamAttentionProbeThreads: with several query blocks of one batch
+// element on two threads, the probe's statistics are those of one thread
+// (each task has its own accumulators; run under -race, the shared ones of
+// an earlier version raced).
+func TestStreamAttentionProbeThreads(t *testing.T) {
+	defer SetThreads(Threads())
+	c := streamCase{name: "threads", b: 1, h: 2, tq: 96, tk: 96, dh: 4, dv: 4, causal: true, tileQ: 8, tileK: 16, table: "alibi"}
+	var stats [2][]HeadStats
+	for r, threads := range []int{1, 2} {
+		SetThreads(threads)
+		g := G.NewGraph()
+		p := NewAttentionProbe()
+		c.build(t, g, tensor.Float64, c.data(7), false, p)
+		m := G.NewTapeMachine(g)
+		p.Arm()
+		if err := m.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		p.Disarm()
+		m.Close()
+		stats[r] = p.Stats()
+	}
+	for h := range stats[0] {
+		if stats[0][h] != stats[1][h] {
+			t.Fatalf("head %d: 1 thread %+v, 2 threads %+v", h, stats[0][h], stats[1][h])
+		}
+	}
+}
