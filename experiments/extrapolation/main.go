@@ -8,6 +8,7 @@
 //
 //	go run ./experiments/extrapolation                # quick preset (see README for its measured time)
 //	go run ./experiments/extrapolation -preset full   # reference study: every encoding and variant x 3 seeds x 2000 updates
+//	go run ./experiments/extrapolation -preset long   # long context: L = 512, evaluated at 512 ... 4096 bytes (rope, alibi, t5, xl)
 //	go run ./experiments/extrapolation -render        # rewrite tables and plots from saved results
 //
 // Every option of the training configuration is a flag (-lr, -batch,

@@ -87,7 +87,12 @@ type Plan struct {
 var FullVariants = []string{"sinusoidal@sinusoidal-scale=1", "t5@t5-max-distance=64", "deberta@deberta-max-position=64"}
 
 // PresetNames lists the built-in presets.
-func PresetNames() []string { return []string{"quick", "full"} }
+func PresetNames() []string { return []string{"quick", "full", "long"} }
+
+// LongEncodings are the encodings of the long preset: those of the RoPE
+// versus ALiBi document (rope, alibi; its RoPE scalings come with rope)
+// and the two relative encodings issue #17 adds, t5 and xl.
+var LongEncodings = []string{"rope", "alibi", "t5", "xl"}
 
 // Preset returns the built-in plan called name:
 //
@@ -102,8 +107,15 @@ func PresetNames() []string { return []string{"quick", "full"} }
 //     the variants FullVariants, the reference training of
 //     trainer.DefaultConfig (2000 updates of batch 32 x 64), seeds 1, 2 and
 //     3, the whole validation split.
+//   - "long" is the long-context study in the proportions of the RoPE
+//     versus ALiBi document (train at L, evaluate up to 8L): L = 512, so
+//     the lengths are 512 ... 4096 bytes; LongEncodings and the RoPE
+//     scalings, one seed, 1000 updates of batch 4 x 512 (warm-up 100: the
+//     reference's 2048 tokens per update, half its 2000 updates), the
+//     whole validation split (13 windows of 4096 bytes). Sized to finish
+//     within two hours on a 2-core CPU (README gives the measured time).
 //
-// Both evaluate at L, 2L, 4L and 8L (64 ... 512 bytes).
+// All evaluate at L, 2L, 4L and 8L (64 ... 512 bytes for quick and full).
 func Preset(name string) (Plan, error) {
 	base := trainer.DefaultConfig()
 	base.Model.PosOpts.MaxLen = base.SeqLen
@@ -126,6 +138,10 @@ func Preset(name string) (Plan, error) {
 		p.Encodings = append(trainable(), FullVariants...)
 		p.Seeds = []int64{1, 2, 3}
 		p.SaveEvery = 100
+	case "long":
+		p.Encodings = append([]string(nil), LongEncodings...)
+		p.Base.SeqLen, p.Base.Model.PosOpts.MaxLen = 512, 512
+		p.Base.Steps, p.Base.Batch, p.Base.Warmup = 1000, 4, 100
 	default:
 		return Plan{}, errors.Errorf("unknown preset %q (valid: %s)", name, strings.Join(PresetNames(), ", "))
 	}

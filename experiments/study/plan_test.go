@@ -50,17 +50,21 @@ func TestPresets(t *testing.T) {
 		if err := p.Validate(c); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
-		if !slices.Equal(p.Lengths(), []int{64, 128, 256, 512}) {
+		want, encs := []int{64, 128, 256, 512}, []string{"none", "sinusoidal", "t5", "rope", "alibi"}
+		if name == "long" {
+			want, encs = []int{512, 1024, 2048, 4096}, LongEncodings
+		}
+		if !slices.Equal(p.Lengths(), want) {
 			t.Errorf("%s: lengths %v", name, p.Lengths())
 		}
-		for _, e := range []string{"none", "sinusoidal", "t5", "rope", "alibi"} {
+		for _, e := range encs {
 			if !slices.Contains(p.Encodings, e) {
 				t.Errorf("%s lacks %s", name, e)
 			}
 		}
 		text, err := p.EvalText(c.Val)
 		whole := p.MaxWindows == 0 && len(text) == len(c.Val)                                   // the full preset: the whole split
-		capped := p.MaxWindows > 0 && len(text) == p.MaxWindows*512+1 && len(text) < len(c.Val) // quick: the first windows
+		capped := p.MaxWindows > 0 && len(text) == p.MaxWindows*p.Lengths()[3]+1 && len(text) < len(c.Val) // quick: the first windows
 		if err != nil || !whole && !capped {
 			t.Errorf("%s: eval text %d of %d bytes (max windows %d), %v", name, len(text), len(c.Val), p.MaxWindows, err)
 		}
@@ -91,7 +95,12 @@ func TestPresets(t *testing.T) {
 	if !strings.Contains(quick.Reduced, "150 updates of batch 16") || !strings.Contains(quick.Reduced, "8192 targets") {
 		t.Errorf("quick preset says %q", quick.Reduced)
 	}
-	if _, err := Preset("huge"); err == nil || !strings.Contains(err.Error(), "quick, full") {
+	long, _ := Preset("long")
+	if long.Base.SeqLen != 512 || long.Base.Model.PosOpts.MaxLen != 512 || !strings.Contains(long.Reduced, "1000 updates of batch 4") ||
+		!strings.Contains(long.Reduced, "1 seed(s)") || long.MaxWindows != 0 {
+		t.Errorf("long preset: L %d, max len %d, max windows %d, says %q", long.Base.SeqLen, long.Base.Model.PosOpts.MaxLen, long.MaxWindows, long.Reduced)
+	}
+	if _, err := Preset("huge"); err == nil || !strings.Contains(err.Error(), "quick, full, long") {
 		t.Errorf("unknown preset: %v", err)
 	}
 }
