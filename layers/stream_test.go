@@ -18,7 +18,7 @@ import (
 // each kind the streaming attention serves, and its probes record as many
 // rows with close statistics.
 func TestLMStreamFloat32(t *testing.T) {
-	for _, pos := range []string{"none", "rope", "alibi", "t5", "kerple-log", "shaw"} {
+	for _, pos := range []string{"none", "rope", "alibi", "t5", "kerple-log", "shaw", "xl"} {
 		t.Run(pos, func(t *testing.T) {
 			cfg := tinyConfig(pos)
 			w := tinyWeights(t, cfg, 4)
