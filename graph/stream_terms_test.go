@@ -113,17 +113,7 @@ func perHead(t testing.TB, tab *G.Node, h, w int, shared bool) *G.Node {
 // QBias].
 func (c termCase) build(t testing.TB, g *G.ExprGraph, dt tensor.Dtype, d streamData, td termData, ref bool) (*G.Node, G.Nodes) {
 	t.Helper()
-	node := func(name string, x []float64, tt, w int) *G.Node {
-		s, y := c.layout(x, tt, w)
-		return input(g, name, fromFloat64(dt, s, y))
-	}
-	q, k, v := node("q", d.q, c.tq, c.dh), node("k", d.k, c.tk, c.dh), node("v", d.v, c.tk, c.dv)
-	wrt := G.Nodes{q, k, v}
-	var tab *G.Node
-	if d.r > 0 {
-		tab = input(g, "table", fromFloat64(dt, tensor.Shape{d.r, d.hc}, d.tab))
-		wrt = append(wrt, tab)
-	}
+	q, k, v, tab, wrt := c.inputs(g, dt, d)
 	var terms []StreamTerm
 	for x, ts := range c.terms {
 		st := StreamTerm{Kind: ts.kind, Index: td.index[x],
@@ -155,10 +145,8 @@ func (c termCase) build(t testing.TB, g *G.ExprGraph, dt tensor.Dtype, d streamD
 		return x
 	}
 	o := AttentionOpts{Heads: c.h, Scale: c.scale}
-	var values []*G.Node
 	for x, ts := range c.terms {
 		st := terms[x]
-		r := td.rows[x]
 		switch ts.kind {
 		case QueryTerm:
 			qq := qs
@@ -187,43 +175,16 @@ func (c termCase) build(t testing.TB, g *G.ExprGraph, dt tensor.Dtype, d streamD
 			} else {
 				o.Terms = must(t)(Add(o.Terms, term))
 			}
-		case ValueTerm:
-			_ = r
-			values = append(values, st.Table)
 		}
 	}
-	if d.r > 0 {
-		all := make([]int, c.b*c.tq*c.tk)
-		for b := 0; b < c.b; b++ {
-			if _, err := d.index.TileIndex(b, 0, c.tq, 0, c.tk, all[b*c.tq*c.tk:(b+1)*c.tq*c.tk]); err != nil {
-				t.Fatal(err)
-			}
-		}
-		o.Bias = must(t)(TableBias(tab, intInput(g, "ids", all, c.b, c.tq, c.tk)))
-	}
-	if c.causal || d.keyMask != nil {
-		m := make([]float64, c.b*c.tq*c.tk)
-		for b := 0; b < c.b; b++ {
-			for i := 0; i < c.tq; i++ {
-				for j := 0; j < c.tk; j++ {
-					if (d.keyMask == nil || d.keyMask[b*c.tk+j]) && (!c.causal || c.kStart+j <= c.qStart+i) {
-						m[(b*c.tq+i)*c.tk+j] = 1
-					}
-				}
-			}
-		}
-		o.Mask = input(g, "mask", fromFloat64(dt, tensor.Shape{c.b, 1, c.tq, c.tk}, m))
-	}
+	c.refBiasMask(t, g, dt, d, tab, &o)
 	p := must(t)(AttentionProbs(q, k, o))
 	out := must(t)(AttentionOutput(p, v, false)) // [B, H, Tq, dv]
-	vi := 0
 	for x, ts := range c.terms {
 		if ts.kind != ValueTerm {
 			continue
 		}
-		tb := values[vi]
-		vi++
-		r := td.rows[x]
+		tb, r := terms[x].Table, td.rows[x]
 		sc := must(t)(ScatterRel(p, ids(terms[x].Index), c.tq, c.tk, r)) // [B, H, Tq, R]
 		// per head: [H, B*Tq, R] · [H, R, dv]
 		sh := must(t)(Reshape(must(t)(G.Transpose(sc, 1, 0, 2, 3)), c.h, c.b*c.tq, r))
@@ -241,19 +202,7 @@ func (c termCase) build(t testing.TB, g *G.ExprGraph, dt tensor.Dtype, d streamD
 // with respect to every input, as float64.
 func termRun(t testing.TB, c termCase, dt tensor.Dtype, ref bool) [][]float64 {
 	t.Helper()
-	g := G.NewGraph()
-	out, wrt := c.build(t, g, dt, c.data(1), c.termData(5), ref)
-	loss := projLoss(t, rand.New(rand.NewSource(2)), out, "w")
-	grads, err := G.Grad(loss, wrt...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(t, g)
-	res := [][]float64{ToFloat64s(out.Value())}
-	for _, gr := range grads {
-		res = append(res, ToFloat64s(gr.Value()))
-	}
-	return res
+	return runWithGrads(t, func(g *G.ExprGraph) (*G.Node, G.Nodes) { return c.build(t, g, dt, c.data(1), c.termData(5), ref) })
 }
 
 // TestStreamTermsMatchMaterialised: with relative query, key and value
@@ -301,22 +250,9 @@ func TestStreamTermsGradCheck(t *testing.T) {
 // TestStreamTermsThreads: with terms, the output and gradients are
 // bitwise equal at 1 and 2 threads on inputs that take the threaded path.
 func TestStreamTermsThreads(t *testing.T) {
-	defer SetThreads(Threads())
 	c := termCase{streamCase{name: "threads", b: 2, h: 3, tq: 70, tk: 70, dh: 8, dv: 8, causal: true, tileQ: 16, tileK: 32},
 		[]termSpec{{QueryTerm, "dist", false, true}, {KeyTerm, "rel", false, false}, {ValueTerm, "rel", true, false}}}
-	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
-		SetThreads(1)
-		one := termRun(t, c, dt, false)
-		SetThreads(2)
-		before := threadedRuns.Load()
-		two := termRun(t, c, dt, false)
-		if n := threadedRuns.Load() - before; n < 2 {
-			t.Fatalf("%v: %d threaded runs, want the forward and the backward threaded", dt, n)
-		}
-		for i := range one {
-			checkClose(t, "result", two[i], one[i], 0, 0)
-		}
-	}
+	checkStreamThreads(t, func(dt tensor.Dtype) [][]float64 { return termRun(t, c, dt, false) })
 }
 
 // TestStreamTermsErrors: bad terms are errors at build time naming the
