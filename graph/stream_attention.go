@@ -92,32 +92,39 @@ type TileIndexer interface {
 
 // StreamAttention is scaled dot-product attention computed in tiles:
 //
-//	out = softmax(q·kᵀ * Scale + bias | mask) · v    per batch element and head
+//	out = softmax((q·kᵀ + terms) * Scale + bias | mask) · v + value terms    per batch element and head
 //
 // with q [B, Tq, H*dh], k [B, Tk, H*dh] and v [B, Tk, H*dv] (heads merged,
 // o.Heads = H, as layers.Attention lays them out) and out [B, Tq, H*dv]; or
 // all of them split, [B, H, T, d], and out [B, H, Tq, dv]. The mask
 // combines o.Causal (with o.QStart, o.KStart) and o.KeyMask, the bias is
-// looked up in o.Table through o.Index (see StreamOpts). The result equals
-// AttentionProbs followed by AttentionOutput with Bias = TableBias(table,
-// ids) and the same mask, up to rounding, but the op never holds a
+// looked up in o.Table through o.Index (see StreamOpts), the terms are
+// those of o.Terms (see StreamTerm). The result equals AttentionProbs
+// followed by AttentionOutput with Bias = TableBias(table, ids), Terms the
+// gathered products of RelScores and the value terms ScatterRel(probs)·
+// Table, and the same mask, up to rounding, but the op never holds a
 // [B, H, Tq, Tk] tensor or a [Tq, Tk] buffer: it visits the keys in tiles
 // of o.TileK for blocks of o.TileQ queries with an online softmax (running
 // maximum and sum per query row, FlashAttention-2, Dao 2023), computing the
 // tile's table rows on the host and skipping tiles that the causal mask
 // blocks entirely (tiles larger than Tq or Tk are clipped to them). It
 // keeps the output and the per-row log-sum-exp [B, H, Tq]; the work space
-// is O(TileQ*TileK + H*TileQ) per thread.
+// is O(TileQ*TileK + H*TileQ) per thread, plus with terms the products of
+// a tile with its span of table rows (at most TileQ+TileK-1 rows for a
+// distance index).
 // A query with no allowed key gets a zero output and zero gradients (never
 // NaN), as in AttentionProbs.
 //
-// It is differentiable with respect to q, k, v and the table. The backward
+// It is differentiable with respect to q, k, v, the table and every term's
+// table and QBias. The backward
 // pass recomputes each tile's scores and probabilities from the log-sum-exp
 // (dV = Pᵀ dO, dP = dO Vᵀ, dS = P ∘ (dP − D) with D = rowsum(dO ∘ O),
 // dQ = Scale dS K, dK = Scale dSᵀ Q, dTable = scatter-add of dS into the
 // rows of the tile), holds dQ, dK, dV, dTable (and a copy of each but dQ,
 // handed out by one small op each), O(tile) work space per thread and a
-// float64 [H, R] accumulator of dTable, and is parallel over heads, the
+// float64 [H, R] accumulator of dTable (and [H, R, w] per term table: the
+// terms' gradients are gathered products with the tile's rows of the table
+// and scatter-adds into them, see StreamTerm), and is parallel over heads, the
 // threads computing each tile's table rows once for their heads; its
 // gradient ops have no derivative. The forward
 // pass is parallel over (batch element, query block); both are
@@ -336,8 +343,35 @@ func maskDigest(m []bool) string {
 // streamScratch is the work space of one thread of StreamAttention's
 // kernels, in elements: Floats of the graph's dtype, Ints (table rows)
 // and F64 (float64 accumulators). It depends on the tile sizes and the
-// number of heads, never on the sequence lengths.
+// number of heads, never on the sequence lengths; with relative terms the
+// ops also report the products with the tables (termScratch), which grow
+// to the largest span of table rows in a tile.
 type streamScratch struct{ Floats, Ints, F64 int }
+
+// termScratch is the fixed work space of the relative terms per thread:
+// their sum [tq, tk], the queries plus a QBias [tq, dh], and each term's
+// rows [tq, tk].
+func (c *streamCfg) termScratch() streamScratch {
+	if len(c.terms) == 0 {
+		return streamScratch{}
+	}
+	return streamScratch{Floats: c.tq*c.tk + c.tq*c.q.cols, Ints: len(c.terms) * c.tq * c.tk}
+}
+
+// add returns s + o.
+func (s streamScratch) add(o streamScratch) streamScratch {
+	return streamScratch{s.Floats + o.Floats, s.Ints + o.Ints, s.F64 + o.F64}
+}
+
+// termBuffers is the work space of the terms that t holds: the fixed part
+// (termScratch) and the products grown so far.
+func (t *streamTile[T]) termBuffers() streamScratch {
+	s := streamScratch{Floats: len(t.tp) + len(t.qc) + cap(t.g) + cap(t.w)}
+	for _, tt := range t.terms {
+		s.Ints += len(tt.idx)
+	}
+	return s
+}
 
 // fwdScratch is the forward's work space per thread: the tile's scores
 // [tq, tk] and table rows [tq, tk], and per head and query of the block
@@ -349,7 +383,7 @@ func (c *streamCfg) fwdScratch() streamScratch {
 	if c.rows > 0 {
 		s.Ints = c.tq * c.tk
 	}
-	return s
+	return s.add(c.termScratch())
 }
 
 // bwdScratch is the backward's work space of a thread that handles nh
@@ -360,7 +394,7 @@ func (c *streamCfg) bwdScratch(nh int) streamScratch {
 	if c.rows > 0 {
 		s.Ints = c.tq * c.tk
 	}
-	return s
+	return s.add(c.termScratch())
 }
 
 // streamAttnOp: q, k, v, [table] -> out.
@@ -516,8 +550,11 @@ type streamTile[T float] struct {
 }
 
 // newStreamTile returns a thread's tile with the work space of c's tiles.
-func newStreamTile[T float](c *streamCfg, in *streamIn[T], ints int) streamTile[T] {
-	t := streamTile[T]{c: c, in: in, s: make([]T, c.tq*c.tk), idx: make([]int, ints)}
+func newStreamTile[T float](c *streamCfg, in *streamIn[T]) streamTile[T] {
+	t := streamTile[T]{c: c, in: in, s: make([]T, c.tq*c.tk)}
+	if c.rows > 0 {
+		t.idx = make([]int, c.tq*c.tk)
+	}
 	if len(c.terms) > 0 {
 		t.terms = make([]termTile, len(c.terms))
 		for x := range t.terms {
@@ -761,7 +798,12 @@ func streamFwdDo[T float](op *streamAttnOp, vs []G.Value) (G.Value, error) {
 	sz := c.fwdScratch()
 	parallelFor(c.q.b*nqb, c.tq*c.k.rows*h*(c.q.cols+c.v.cols), func(lo, hi int) {
 		defer fe.recover()
-		t := newStreamTile(c, &in, sz.Ints)
+		t := newStreamTile(c, &in)
+		defer func() { // the terms' buffers, grown by then
+			mu.Lock()
+			used = used.add(t.termBuffers())
+			mu.Unlock()
+		}()
 		shift := make([]T, 2*c.tq)
 		shift, rmax := shift[:c.tq], shift[c.tq:]
 		f64 := make([]float64, sz.F64)
@@ -970,12 +1012,16 @@ func streamBwdDo[T float](op *streamGradOp, vs []G.Value) (G.Value, error) {
 	var fe firstErr
 	var mu sync.Mutex
 	var used streamScratch
-	sz := c.bwdScratch(1)
 	parallelFor(h, c.q.b*tq*c.k.rows*(2*c.q.cols+2*c.v.cols), func(lo, hi int) {
 		defer fe.recover()
 		// This thread's heads [lo, hi) share the table rows of each tile.
 		nh := hi - lo
-		t := newStreamTile(c, &in, sz.Ints)
+		t := newStreamTile(c, &in)
+		defer func() { // the terms' buffers, grown by then
+			mu.Lock()
+			used = used.add(t.termBuffers())
+			mu.Unlock()
+		}()
 		f := make([]T, c.tq*c.tk+2*nh*c.tq)
 		dp, d, ls := f[:c.tq*c.tk], f[c.tq*c.tk:c.tq*c.tk+nh*c.tq], f[c.tq*c.tk+nh*c.tq:]
 		mu.Lock()

@@ -303,3 +303,43 @@ func TestStreamTermsErrors(t *testing.T) {
 		t.Fatalf("rows outside the term's table: error %v, want one naming the term's row", err)
 	}
 }
+
+// TestStreamTermsScratch: with terms indexed by the distance (XL's rows
+// over every distance of the span, 2T-1 of them), the work space of both
+// passes (one thread) is the same at two lengths, at least the fixed part
+// fwdScratch/bwdScratch and below T².
+func TestStreamTermsScratch(t *testing.T) {
+	defer SetThreads(Threads())
+	SetThreads(1)
+	var fwd, bwd []streamScratch
+	for _, n := range []int{40, 130} {
+		c := termCase{streamCase{name: "scratch", b: 1, h: 2, tq: n, tk: n, dh: 4, dv: 4, causal: true, tileQ: 8, tileK: 16},
+			[]termSpec{{QueryTerm, "dist", false, true}, {KeyTerm, "zero", false, false}, {ValueTerm, "dist", true, false}}}
+		g := G.NewGraph()
+		out, wrt := c.build(t, g, tensor.Float32, c.data(1), c.termData(2), false)
+		loss := projLoss(t, rand.New(rand.NewSource(2)), out, "w")
+		if _, err := G.Grad(loss, wrt...); err != nil {
+			t.Fatal(err)
+		}
+		run(t, g)
+		op := out.Op().(*streamAttnOp)
+		var gop *streamGradOp
+		for _, nd := range g.AllNodes() {
+			if o, ok := nd.Op().(*streamGradOp); ok {
+				gop = o
+			}
+		}
+		f, b := op.scratch, gop.scratch
+		if min := op.fwdScratch(); f.Floats < min.Floats || f.Ints != min.Ints || f.F64 != min.F64 {
+			t.Fatalf("T=%d: forward allocated %+v, fixed part %+v", n, f, min)
+		}
+		if f.Floats+f.Ints+f.F64 >= n*n || b.Floats+b.Ints >= n*n {
+			t.Fatalf("T=%d: work space forward %+v, backward %+v is not below T²", n, f, b)
+		}
+		b.F64 = 0 // the gradients' accumulators [H, R, w] grow with R
+		fwd, bwd = append(fwd, f), append(bwd, b)
+	}
+	if fwd[0] != fwd[1] || bwd[0] != bwd[1] {
+		t.Fatalf("work space depends on T: forward %+v, backward %+v", fwd, bwd)
+	}
+}
