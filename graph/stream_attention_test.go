@@ -367,23 +367,9 @@ func TestStreamAttentionScratch(t *testing.T) {
 	var fwd, bwd []streamScratch
 	for _, n := range []int{40, 130} {
 		c := streamCase{name: "scratch", b: 2, h: 2, tq: n, tk: n + 3, dh: 4, dv: 3, causal: true, tileQ: 8, tileK: 16, table: "alibi"}
-		g := G.NewGraph()
-		out, wrt := c.build(t, g, tensor.Float32, c.data(1), false, nil)
-		loss := projLoss(t, rand.New(rand.NewSource(2)), out, "w")
-		if _, err := G.Grad(loss, wrt...); err != nil {
-			t.Fatal(err)
-		}
-		run(t, g)
-		op := out.Op().(*streamAttnOp)
-		var gop *streamGradOp
-		for _, nd := range g.AllNodes() {
-			if o, ok := nd.Op().(*streamGradOp); ok {
-				gop = o
-			}
-		}
-		if gop == nil {
-			t.Fatal("no gradient op in the graph")
-		}
+		op, gop := runStreamOps(t, func(g *G.ExprGraph) (*G.Node, G.Nodes) {
+			return c.build(t, g, tensor.Float32, c.data(1), false, nil)
+		})
 		if op.scratch != op.fwdScratch() {
 			t.Fatalf("T=%d: forward allocated %+v, fwdScratch %+v", n, op.scratch, op.fwdScratch())
 		}
@@ -404,6 +390,31 @@ func TestStreamAttentionScratch(t *testing.T) {
 	if fwd[0] != fwd[1] || bwd[0] != bwd[1] {
 		t.Fatalf("work space depends on T: forward %+v, backward %+v", fwd, bwd)
 	}
+}
+
+// runStreamOps builds a graph with build, differentiates a projection of
+// its output w.r.t. the nodes build returns, runs it and returns the
+// forward and gradient ops of StreamAttention.
+func runStreamOps(t *testing.T, build func(g *G.ExprGraph) (*G.Node, G.Nodes)) (*streamAttnOp, *streamGradOp) {
+	t.Helper()
+	g := G.NewGraph()
+	out, wrt := build(g)
+	loss := projLoss(t, rand.New(rand.NewSource(2)), out, "w")
+	if _, err := G.Grad(loss, wrt...); err != nil {
+		t.Fatal(err)
+	}
+	run(t, g)
+	op := out.Op().(*streamAttnOp)
+	var gop *streamGradOp
+	for _, nd := range g.AllNodes() {
+		if o, ok := nd.Op().(*streamGradOp); ok {
+			gop = o
+		}
+	}
+	if gop == nil {
+		t.Fatal("no gradient op in the graph")
+	}
+	return op, gop
 }
 
 // TestStreamAttentionErrors: bad inputs are errors at build time naming

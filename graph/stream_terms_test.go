@@ -315,20 +315,9 @@ func TestStreamTermsScratch(t *testing.T) {
 	for _, n := range []int{40, 130} {
 		c := termCase{streamCase{name: "scratch", b: 1, h: 2, tq: n, tk: n, dh: 4, dv: 4, causal: true, tileQ: 8, tileK: 16},
 			[]termSpec{{QueryTerm, "dist", false, true}, {KeyTerm, "zero", false, false}, {ValueTerm, "dist", true, false}}}
-		g := G.NewGraph()
-		out, wrt := c.build(t, g, tensor.Float32, c.data(1), c.termData(2), false)
-		loss := projLoss(t, rand.New(rand.NewSource(2)), out, "w")
-		if _, err := G.Grad(loss, wrt...); err != nil {
-			t.Fatal(err)
-		}
-		run(t, g)
-		op := out.Op().(*streamAttnOp)
-		var gop *streamGradOp
-		for _, nd := range g.AllNodes() {
-			if o, ok := nd.Op().(*streamGradOp); ok {
-				gop = o
-			}
-		}
+		op, gop := runStreamOps(t, func(g *G.ExprGraph) (*G.Node, G.Nodes) {
+			return c.build(t, g, tensor.Float32, c.data(1), c.termData(2), false)
+		})
 		f, b := op.scratch, gop.scratch
 		if min := op.fwdScratch(); f.Floats < min.Floats || f.Ints != min.Ints || f.F64 != min.F64 {
 			t.Fatalf("T=%d: forward allocated %+v, fixed part %+v", n, f, min)
