@@ -48,7 +48,10 @@
 //	StreamAttention(q, k, v, opts)  softmax(q·kᵀ·scale + bias | mask)·v without a [Tq, Tk] tensor: keys in tiles,
 //	                                online softmax, backward by recomputation (FlashAttention-2); causal with
 //	                                offsets, key padding, bias from a table [R, H|1] by host rows per tile
-//	                                (TileIndexer); O(tile) work space per thread, opts.Probe as AttentionProbs
+//	                                (TileIndexer); relative terms per tile (opts.Terms, StreamTerm: query terms
+//	                                (q+c)·Table[row], key terms k·Table[row], value terms Σ p·Table[row], tables
+//	                                [R, H*d|d]: Shaw, XL, DeBERTa); O(tile) work space per thread, opts.Probe as
+//	                                AttentionProbs
 //	SplitHeads(x, H), MergeHeads(x) [B, T, H*dh] <-> [B, H, T, dh]
 //	RelScores(x, tab)               x [B, H, T, dh] · tab [H, R, dh]ᵀ -> [B, H, T, R] (XL, DeBERTa)
 //	TransposeLast2(x)               [..., M, N] -> [..., N, M]

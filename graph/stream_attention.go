@@ -54,6 +54,11 @@ type StreamOpts struct {
 	// Index is required with Table: it gives the table rows of one tile at
 	// a time, on the host.
 	Index TileIndexer
+	// Terms are relative content-position terms (Shaw's key and value
+	// embeddings, Transformer-XL's position terms, DeBERTa's c2p and p2c):
+	// query and key terms are added to q·kᵀ before the scale, value terms
+	// to the output (see StreamTerm).
+	Terms []StreamTerm
 	// TileQ and TileK are the tile sizes (0: DefaultStreamTileQ and
 	// DefaultStreamTileK). They change the order of the floating-point
 	// sums, not the result otherwise.
@@ -87,32 +92,39 @@ type TileIndexer interface {
 
 // StreamAttention is scaled dot-product attention computed in tiles:
 //
-//	out = softmax(q·kᵀ * Scale + bias | mask) · v    per batch element and head
+//	out = softmax((q·kᵀ + terms) * Scale + bias | mask) · v + value terms    per batch element and head
 //
 // with q [B, Tq, H*dh], k [B, Tk, H*dh] and v [B, Tk, H*dv] (heads merged,
 // o.Heads = H, as layers.Attention lays them out) and out [B, Tq, H*dv]; or
 // all of them split, [B, H, T, d], and out [B, H, Tq, dv]. The mask
 // combines o.Causal (with o.QStart, o.KStart) and o.KeyMask, the bias is
-// looked up in o.Table through o.Index (see StreamOpts). The result equals
-// AttentionProbs followed by AttentionOutput with Bias = TableBias(table,
-// ids) and the same mask, up to rounding, but the op never holds a
+// looked up in o.Table through o.Index (see StreamOpts), the terms are
+// those of o.Terms (see StreamTerm). The result equals AttentionProbs
+// followed by AttentionOutput with Bias = TableBias(table, ids), Terms the
+// gathered products of RelScores and the value terms ScatterRel(probs)·
+// Table, and the same mask, up to rounding, but the op never holds a
 // [B, H, Tq, Tk] tensor or a [Tq, Tk] buffer: it visits the keys in tiles
 // of o.TileK for blocks of o.TileQ queries with an online softmax (running
 // maximum and sum per query row, FlashAttention-2, Dao 2023), computing the
 // tile's table rows on the host and skipping tiles that the causal mask
 // blocks entirely (tiles larger than Tq or Tk are clipped to them). It
 // keeps the output and the per-row log-sum-exp [B, H, Tq]; the work space
-// is O(TileQ*TileK + H*TileQ) per thread.
+// is O(TileQ*TileK + H*TileQ) per thread, plus with terms the products of
+// a tile with its span of table rows (at most TileQ+TileK-1 rows for a
+// distance index).
 // A query with no allowed key gets a zero output and zero gradients (never
 // NaN), as in AttentionProbs.
 //
-// It is differentiable with respect to q, k, v and the table. The backward
+// It is differentiable with respect to q, k, v, the table and every term's
+// table and QBias. The backward
 // pass recomputes each tile's scores and probabilities from the log-sum-exp
 // (dV = Pᵀ dO, dP = dO Vᵀ, dS = P ∘ (dP − D) with D = rowsum(dO ∘ O),
 // dQ = Scale dS K, dK = Scale dSᵀ Q, dTable = scatter-add of dS into the
 // rows of the tile), holds dQ, dK, dV, dTable (and a copy of each but dQ,
 // handed out by one small op each), O(tile) work space per thread and a
-// float64 [H, R] accumulator of dTable, and is parallel over heads, the
+// float64 [H, R] accumulator of dTable (and [H, R, w] per term table: the
+// terms' gradients are gathered products with the tile's rows of the table
+// and scatter-adds into them, see StreamTerm), and is parallel over heads, the
 // threads computing each tile's table rows once for their heads; its
 // gradient ops have no derivative. The forward
 // pass is parallel over (batch element, query block); both are
@@ -196,6 +208,12 @@ func StreamAttention(q, k, v *G.Node, o StreamOpts) (*G.Node, error) {
 	case o.Index != nil:
 		return nil, errors.Errorf("graph: %s: an Index (%T) without a Table", name, o.Index)
 	}
+	terms, tnodes, err := checkStreamTerms(name, o.Terms, q, ql, vl)
+	if err != nil {
+		return nil, err
+	}
+	c.terms = terms
+	inputs = append(inputs, tnodes...)
 	return G.ApplyOp(&streamAttnOp{streamCfg: c, probe: o.Probe}, inputs...)
 }
 
@@ -212,6 +230,7 @@ type streamCfg struct {
 	index          TileIndexer
 	indexID        string
 	tq, tk         int // tile sizes, clipped to Tq and Tk
+	terms          []streamTermCfg
 }
 
 func (c *streamCfg) String() string {
@@ -223,15 +242,25 @@ func (c *streamCfg) String() string {
 	if c.rows > 0 {
 		s += fmt.Sprintf(", table=[%d %d], index=%s", c.rows, c.hc, c.indexID)
 	}
+	for i := range c.terms {
+		s += fmt.Sprintf(", term%d=%v", i, &c.terms[i])
+	}
 	return s
 }
 
 // arity is the number of inputs of the forward op.
 func (c *streamCfg) arity() int {
+	n := 3
 	if c.rows > 0 {
-		return 4
+		n++
 	}
-	return 3
+	for _, t := range c.terms {
+		n++
+		if t.bias {
+			n++
+		}
+	}
+	return n
 }
 
 // inTypes are the hm types of the forward op's inputs.
@@ -239,6 +268,12 @@ func (c *streamCfg) inTypes() []hm.Type {
 	ts := []hm.Type{floatT(len(c.q.shape())), floatT(len(c.k.shape())), floatT(len(c.v.shape()))}
 	if c.rows > 0 {
 		ts = append(ts, floatT(2))
+	}
+	for _, t := range c.terms {
+		ts = append(ts, floatT(2))
+		if t.bias {
+			ts = append(ts, floatT(1))
+		}
 	}
 	return ts
 }
@@ -308,8 +343,35 @@ func maskDigest(m []bool) string {
 // streamScratch is the work space of one thread of StreamAttention's
 // kernels, in elements: Floats of the graph's dtype, Ints (table rows)
 // and F64 (float64 accumulators). It depends on the tile sizes and the
-// number of heads, never on the sequence lengths.
+// number of heads, never on the sequence lengths; with relative terms the
+// ops also report the products with the tables (termScratch), which grow
+// to the largest span of table rows in a tile.
 type streamScratch struct{ Floats, Ints, F64 int }
+
+// termScratch is the fixed work space of the relative terms per thread:
+// their sum [tq, tk], the queries plus a QBias [tq, dh], and each term's
+// rows [tq, tk].
+func (c *streamCfg) termScratch() streamScratch {
+	if len(c.terms) == 0 {
+		return streamScratch{}
+	}
+	return streamScratch{Floats: c.tq*c.tk + c.tq*c.q.cols, Ints: len(c.terms) * c.tq * c.tk}
+}
+
+// add returns s + o.
+func (s streamScratch) add(o streamScratch) streamScratch {
+	return streamScratch{s.Floats + o.Floats, s.Ints + o.Ints, s.F64 + o.F64}
+}
+
+// termBuffers is the work space of the terms that t holds: the fixed part
+// (termScratch) and the products grown so far.
+func (t *streamTile[T]) termBuffers() streamScratch {
+	s := streamScratch{Floats: len(t.tp) + len(t.qc) + cap(t.g) + cap(t.w)}
+	for _, tt := range t.terms {
+		s.Ints += len(tt.idx)
+	}
+	return s
+}
 
 // fwdScratch is the forward's work space per thread: the tile's scores
 // [tq, tk] and table rows [tq, tk], and per head and query of the block
@@ -321,7 +383,7 @@ func (c *streamCfg) fwdScratch() streamScratch {
 	if c.rows > 0 {
 		s.Ints = c.tq * c.tk
 	}
-	return s
+	return s.add(c.termScratch())
 }
 
 // bwdScratch is the backward's work space of a thread that handles nh
@@ -332,7 +394,7 @@ func (c *streamCfg) bwdScratch(nh int) streamScratch {
 	if c.rows > 0 {
 		s.Ints = c.tq * c.tk
 	}
-	return s
+	return s.add(c.termScratch())
 }
 
 // streamAttnOp: q, k, v, [table] -> out.
@@ -385,8 +447,12 @@ func (op *streamAttnOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) 
 	}
 	res := make(G.Nodes, len(in))
 	res[0] = dq
-	for i, w := range []streamPart{partK, partV, partTable}[:len(in)-1] {
-		if res[i+1], err = G.ApplyOp(&streamGradPartOp{src: src, part: w}, dq); err != nil {
+	parts, terms := op.streamParts()
+	if len(parts) != len(in)-1 {
+		return nil, errors.Errorf("graph: StreamAttention: %d inputs, want %d", len(in), len(parts)+1)
+	}
+	for i, w := range parts {
+		if res[i+1], err = G.ApplyOp(&streamGradPartOp{src: src, part: w, term: terms[i]}, dq); err != nil {
 			return nil, err
 		}
 	}
@@ -399,14 +465,32 @@ func (op *streamAttnOp) Do(vs ...G.Value) (G.Value, error) {
 		func() (G.Value, error) { return streamFwdDo[float64](op, vs) })
 }
 
-// streamIn are the float inputs of a run, checked against the layouts.
-type streamIn[T float] struct{ q, k, v, tab []T }
+// streamIn are the float inputs of a run, checked against the layouts:
+// tt and tb hold each term's table and QBias (nil without one).
+type streamIn[T float] struct {
+	q, k, v, tab []T
+	tt, tb       [][]T
+}
 
 func streamInputs[T float](op any, c *streamCfg, vs []G.Value) (streamIn[T], error) {
 	var in streamIn[T]
 	shapes := []tensor.Shape{c.q.shape(), c.k.shape(), c.v.shape(), {c.rows, c.hc}}
 	what := []string{"q", "k", "v", "table"}
 	dst := []*[]T{&in.q, &in.k, &in.v, &in.tab}
+	if c.rows == 0 {
+		shapes, what, dst = shapes[:3], what[:3], dst[:3]
+	}
+	in.tt, in.tb = make([][]T, len(c.terms)), make([][]T, len(c.terms))
+	for x, t := range c.terms {
+		shapes = append(shapes, tensor.Shape{t.rows, t.cols})
+		what = append(what, fmt.Sprintf("term %d table", x))
+		dst = append(dst, &in.tt[x])
+		if t.bias {
+			shapes = append(shapes, tensor.Shape{c.q.h * c.q.cols})
+			what = append(what, fmt.Sprintf("term %d qbias", x))
+			dst = append(dst, &in.tb[x])
+		}
+	}
 	for i := 0; i < c.arity(); i++ {
 		if err := checkShape(op, what[i], vs[i], shapes[i]); err != nil {
 			return in, err
@@ -458,6 +542,27 @@ type streamTile[T float] struct {
 	j0   int
 	j1   int
 	hasI bool // idx holds the rows of this tile
+	// the relative terms: rows per term, their sum [ni, nj], the queries
+	// plus a QBias [ni, dh], and work space of products with the tables
+	terms  []termTile
+	tp, qc []T
+	g, w   []T
+}
+
+// newStreamTile returns a thread's tile with the work space of c's tiles.
+func newStreamTile[T float](c *streamCfg, in *streamIn[T]) streamTile[T] {
+	t := streamTile[T]{c: c, in: in, s: make([]T, c.tq*c.tk)}
+	if c.rows > 0 {
+		t.idx = make([]int, c.tq*c.tk)
+	}
+	if len(c.terms) > 0 {
+		t.terms = make([]termTile, len(c.terms))
+		for x := range t.terms {
+			t.terms[x].idx = make([]int, c.tq*c.tk)
+		}
+		t.tp, t.qc = make([]T, c.tq*c.tk), make([]T, c.tq*c.q.cols)
+	}
+	return t
 }
 
 // at sets the tile to batch element b, queries [i0, i1), keys [j0, j1).
@@ -468,7 +573,16 @@ func (t *streamTile[T]) at(b, i0, i1, j0, j1 int) {
 // loadIndex fills idx with the tile's table rows and checks them.
 func (t *streamTile[T]) loadIndex() error {
 	c := t.c
-	if c.rows == 0 || t.hasI {
+	if t.hasI {
+		return nil
+	}
+	for x := range c.terms {
+		if err := t.loadTermIndex(x); err != nil {
+			return err
+		}
+	}
+	if c.rows == 0 {
+		t.hasI = true
 		return nil
 	}
 	ni, nj := t.i1-t.i0, t.j1-t.j0
@@ -499,6 +613,15 @@ func (t *streamTile[T]) scores(h int, pa *headAcc, allowed []int, rowMax []T) {
 	qo := c.q.off(t.b, h) + t.i0*c.q.ld()
 	ko := c.k.off(t.b, h) + t.j0*c.k.ld()
 	gemmSerial(false, true, ni, nj, c.q.cols, T(c.scale), in.q[qo:], c.q.ld(), in.k[ko:], c.k.ld(), 0, s, nj)
+	var tp []T
+	if c.hasScoreTerms() {
+		t.scoreTerms(h)
+		tp = t.tp[:ni*nj]
+		scale := T(c.scale)
+		for x, v := range tp {
+			s[x] += scale * v
+		}
+	}
 	col := 0
 	if c.hc > 1 {
 		col = h
@@ -516,7 +639,11 @@ func (t *streamTile[T]) scores(h int, pa *headAcc, allowed []int, rowMax []T) {
 			}
 		}
 		if pa != nil {
-			t.probeRow(pa, a, row, km, col, allowed)
+			var terms []T
+			if tp != nil {
+				terms = tp[a*nj : (a+1)*nj]
+			}
+			t.probeRow(pa, a, row, terms, km, col, allowed)
 		}
 		if km != nil {
 			for j, ok := range km {
@@ -554,10 +681,11 @@ func (t *streamTile[T]) visible(a, j int, km []bool) bool {
 	return !c.causal || c.kStart+t.j0+j <= c.qStart+t.i0+a
 }
 
-// probeRow records row a of the tile's scores (before masking) in pa.
-func (t *streamTile[T]) probeRow(pa *headAcc, a int, row []T, km []bool, col int, allowed []int) {
+// probeRow records row a of the tile's scores (before masking) in pa;
+// terms is nil or the row's relative terms (unscaled).
+func (t *streamTile[T]) probeRow(pa *headAcc, a int, row, terms []T, km []bool, col int, allowed []int) {
 	c := t.c
-	pa.hasPos = pa.hasPos || c.rows > 0
+	pa.hasPos = pa.hasPos || c.rows > 0 || terms != nil
 	nj := t.j1 - t.j0
 	for j, v := range row {
 		if !t.visible(a, j, km) {
@@ -570,8 +698,14 @@ func (t *streamTile[T]) probeRow(pa *headAcc, a int, row []T, km []bool, col int
 		}
 		pa.scoreMax = math.Max(pa.scoreMax, x)
 		pa.scoreMin = math.Min(pa.scoreMin, x)
-		if c.rows > 0 {
-			pos := float64(t.in.tab[t.idx[a*nj+j]*c.hc+col])
+		if c.rows > 0 || terms != nil {
+			var pos float64
+			if c.rows > 0 {
+				pos = float64(t.in.tab[t.idx[a*nj+j]*c.hc+col])
+			}
+			if terms != nil {
+				pos += float64(terms[j] * T(c.scale))
+			}
 			pa.posSq += pos * pos
 			pa.posN++
 		}
@@ -664,7 +798,12 @@ func streamFwdDo[T float](op *streamAttnOp, vs []G.Value) (G.Value, error) {
 	sz := c.fwdScratch()
 	parallelFor(c.q.b*nqb, c.tq*c.k.rows*h*(c.q.cols+c.v.cols), func(lo, hi int) {
 		defer fe.recover()
-		t := streamTile[T]{c: c, in: &in, s: make([]T, c.tq*c.tk), idx: make([]int, sz.Ints)}
+		t := newStreamTile(c, &in)
+		defer func() { // the terms' buffers, grown by then
+			mu.Lock()
+			used = used.add(t.termBuffers())
+			mu.Unlock()
+		}()
 		shift := make([]T, 2*c.tq)
 		shift, rmax := shift[:c.tq], shift[c.tq:]
 		f64 := make([]float64, sz.F64)
@@ -751,6 +890,7 @@ func streamFwdDo[T float](op *streamAttnOp, vs []G.Value) (G.Value, error) {
 					}
 					vo := c.v.off(b, hh) + j0*c.v.ld()
 					gemmSerial(false, false, ni, c.v.cols, nj, 1, s, nj, in.v[vo:], c.v.ld(), 1, out[oo:], c.out.ld())
+					t.valueTermsFwd(hh, s, out[oo:], c.out.ld())
 				}
 			}
 			for hh := 0; hh < h; hh++ {
@@ -802,7 +942,9 @@ type streamGradOp struct {
 	res buf
 	// the other gradients of the last run
 	dk, dv, dtab buf
-	scratch      streamScratch
+	// the gradients of each term's table and QBias
+	dterm, dqbias []buf
+	scratch       streamScratch
 }
 
 func (op *streamGradOp) Arity() int { return op.arity() + 2 }
@@ -860,15 +1002,26 @@ func streamBwdDo[T float](op *streamGradOp, vs []G.Value) (G.Value, error) {
 	if c.rows > 0 {
 		dacc = make([]float64, h*c.rows)
 	}
+	accs := make([]termAcc, len(c.terms)) // per head, each head's own part
+	for x, tc := range c.terms {
+		accs[x].tab = make([]float64, h*tc.rows*tc.w)
+		if tc.bias {
+			accs[x].bias = make([]float64, h*c.q.cols)
+		}
+	}
 	var fe firstErr
 	var mu sync.Mutex
 	var used streamScratch
-	sz := c.bwdScratch(1)
 	parallelFor(h, c.q.b*tq*c.k.rows*(2*c.q.cols+2*c.v.cols), func(lo, hi int) {
 		defer fe.recover()
 		// This thread's heads [lo, hi) share the table rows of each tile.
 		nh := hi - lo
-		t := streamTile[T]{c: c, in: &in, s: make([]T, c.tq*c.tk), idx: make([]int, sz.Ints)}
+		t := newStreamTile(c, &in)
+		defer func() { // the terms' buffers, grown by then
+			mu.Lock()
+			used = used.add(t.termBuffers())
+			mu.Unlock()
+		}()
 		f := make([]T, c.tq*c.tk+2*nh*c.tq)
 		dp, d, ls := f[:c.tq*c.tk], f[c.tq*c.tk:c.tq*c.tk+nh*c.tq], f[c.tq*c.tk+nh*c.tq:]
 		mu.Lock()
@@ -919,6 +1072,7 @@ func streamBwdDo[T float](op *streamGradOp, vs []G.Value) (G.Value, error) {
 						gemmSerial(true, false, nj, c.v.cols, ni, 1, p, nj, do[oo+i0*old:], old, 1, dv[vo+j0*vld:], vld)
 						// dP = dO Vᵀ
 						gemmSerial(false, true, ni, nj, c.v.cols, 1, do[oo+i0*old:], old, in.v[vo+j0*vld:], vld, 0, dp, nj)
+						t.valueTermsBwd(hh, p, dp, do[oo+i0*old:], old, accs)
 						// dS = P ∘ (dP - D), into dp
 						for a := 0; a < ni; a++ {
 							pr, dr := p[a*nj:(a+1)*nj], dp[a*nj:(a+1)*nj]
@@ -939,6 +1093,7 @@ func streamBwdDo[T float](op *streamGradOp, vs []G.Value) (G.Value, error) {
 						// dQ += scale dS K, dK += scale dSᵀ Q
 						gemmSerial(false, false, ni, c.q.cols, nj, scale, dp, nj, in.k[ko+j0*kld:], kld, 1, dq[qo+i0*qld:], qld)
 						gemmSerial(true, false, nj, c.k.cols, ni, scale, dp, nj, in.q[qo+i0*qld:], qld, 1, dk[ko+j0*kld:], kld)
+						t.scoreTermsBwd(hh, dp, dq, dk, accs)
 					}
 				}
 			}
@@ -960,6 +1115,28 @@ func streamBwdDo[T float](op *streamGradOp, vs []G.Value) (G.Value, error) {
 			}
 		}
 	}
+	if len(op.dterm) != len(c.terms) {
+		op.dterm, op.dqbias = make([]buf, len(c.terms)), make([]buf, len(c.terms))
+	}
+	for x := range c.terms {
+		tc := &c.terms[x]
+		_, dt := zeroed[T](&op.dterm[x], tensor.Shape{tc.rows, tc.cols})
+		for hh := 0; hh < h; hh++ {
+			src := accs[x].tab[hh*tc.rows*tc.w : (hh+1)*tc.rows*tc.w]
+			for r := 0; r < tc.rows; r++ {
+				row := dt[r*tc.cols+tc.hoff(hh) : r*tc.cols+tc.hoff(hh)+tc.w]
+				for y := range row {
+					row[y] += T(src[r*tc.w+y])
+				}
+			}
+		}
+		if tc.bias {
+			_, db := zeroed[T](&op.dqbias[x], tensor.Shape{h * c.q.cols})
+			for y, v := range accs[x].bias {
+				db[y] = T(v)
+			}
+		}
+	}
 	op.scratch = used
 	return res, nil
 }
@@ -971,14 +1148,33 @@ const (
 	partK streamPart = iota
 	partV
 	partTable
+	partTermTable // term's table (streamGradPartOp.term)
+	partTermBias  // term's QBias
 )
 
-// streamGradPartOp: dq (only for ordering) -> dk, dv or dtable, as
-// computed by the run of src that produced dq.
+// streamParts lists the gradients that parts hand out, for the inputs
+// after q: k, v, [table], then each term's table [and QBias].
+func (c *streamCfg) streamParts() (parts []streamPart, terms []int) {
+	parts, terms = []streamPart{partK, partV}, []int{0, 0}
+	if c.rows > 0 {
+		parts, terms = append(parts, partTable), append(terms, 0)
+	}
+	for x, t := range c.terms {
+		parts, terms = append(parts, partTermTable), append(terms, x)
+		if t.bias {
+			parts, terms = append(parts, partTermBias), append(terms, x)
+		}
+	}
+	return parts, terms
+}
+
+// streamGradPartOp: dq (only for ordering) -> dk, dv, dtable or a term's
+// gradient, as computed by the run of src that produced dq.
 type streamGradPartOp struct {
 	opBase
 	src  *streamGradOp
 	part streamPart
+	term int // the term of partTermTable and partTermBias
 	res  buf
 }
 
@@ -988,6 +1184,11 @@ func (op *streamGradPartOp) shape() tensor.Shape {
 		return op.src.k.shape()
 	case partV:
 		return op.src.v.shape()
+	case partTermTable:
+		t := op.src.terms[op.term]
+		return tensor.Shape{t.rows, t.cols}
+	case partTermBias:
+		return tensor.Shape{op.src.q.h * op.src.q.cols}
 	}
 	return tensor.Shape{op.src.rows, op.src.hc}
 }
@@ -998,7 +1199,7 @@ func (op *streamGradPartOp) Type() hm.Type {
 func (op *streamGradPartOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return op.shape(), nil }
 func (op *streamGradPartOp) String() string {
 	// The source op's address ties the node to its dq node's op.
-	return fmt.Sprintf("streamAttentionGrad%s{src=%p}", [...]string{"K", "V", "Table"}[op.part], op.src)
+	return fmt.Sprintf("streamAttentionGrad%s{src=%p, term=%d}", [...]string{"K", "V", "Table", "TermTable", "TermBias"}[op.part], op.src, op.term)
 }
 func (op *streamGradPartOp) WriteHash(h hash.Hash) { writeHash(h, op) }
 func (op *streamGradPartOp) Hashcode() uint32      { return hashOf(op) }
@@ -1014,7 +1215,19 @@ func (op *streamGradPartOp) Do(vs ...G.Value) (G.Value, error) {
 }
 
 func streamPartDo[T float](op *streamGradPartOp) (G.Value, error) {
-	b := [...]*buf{&op.src.dk, &op.src.dv, &op.src.dtab}[op.part]
+	var b *buf
+	switch op.part {
+	case partTermTable, partTermBias:
+		if op.term >= len(op.src.dterm) {
+			return nil, errors.Errorf("graph: %v: the gradient op has not run", op)
+		}
+		b = &op.src.dterm[op.term]
+		if op.part == partTermBias {
+			b = &op.src.dqbias[op.term]
+		}
+	default:
+		b = [...]*buf{&op.src.dk, &op.src.dv, &op.src.dtab}[op.part]
+	}
 	if b.t == nil || !b.t.Shape().Eq(op.shape()) {
 		return nil, errors.Errorf("graph: %v: the gradient op has not run", op)
 	}

@@ -159,22 +159,28 @@ func (c streamCase) layout(x []float64, t, d int) (tensor.Shape, []float64) {
 	return tensor.Shape{c.b, c.h, t, d}, y
 }
 
+// inputs adds the case's q, k, v and (if any) bias table to g in dtype
+// dt and returns them and the list of them.
+func (c streamCase) inputs(g *G.ExprGraph, dt tensor.Dtype, d streamData) (q, k, v, tab *G.Node, wrt G.Nodes) {
+	node := func(name string, x []float64, t, w int) *G.Node {
+		s, y := c.layout(x, t, w)
+		return input(g, name, fromFloat64(dt, s, y))
+	}
+	q, k, v = node("q", d.q, c.tq, c.dh), node("k", d.k, c.tk, c.dh), node("v", d.v, c.tk, c.dv)
+	wrt = G.Nodes{q, k, v}
+	if d.r > 0 {
+		tab = input(g, "table", fromFloat64(dt, tensor.Shape{d.r, d.hc}, d.tab))
+		wrt = append(wrt, tab)
+	}
+	return q, k, v, tab, wrt
+}
+
 // build adds the case's attention to g in dtype dt, streamed or (ref)
 // through AttentionProbs, TableBias and AttentionOutput, and returns the
 // output and the nodes q, k, v[, table].
 func (c streamCase) build(t testing.TB, g *G.ExprGraph, dt tensor.Dtype, d streamData, ref bool, probe *AttentionProbe) (*G.Node, G.Nodes) {
 	t.Helper()
-	node := func(name string, x []float64, t, w int) *G.Node {
-		s, y := c.layout(x, t, w)
-		return input(g, name, fromFloat64(dt, s, y))
-	}
-	q, k, v := node("q", d.q, c.tq, c.dh), node("k", d.k, c.tk, c.dh), node("v", d.v, c.tk, c.dv)
-	wrt := G.Nodes{q, k, v}
-	var tab *G.Node
-	if d.r > 0 {
-		tab = input(g, "table", fromFloat64(dt, tensor.Shape{d.r, d.hc}, d.tab))
-		wrt = append(wrt, tab)
-	}
+	q, k, v, tab, wrt := c.inputs(g, dt, d)
 	if !ref {
 		out, err := StreamAttention(q, k, v, StreamOpts{Heads: c.h, Scale: c.scale, Causal: c.causal, QStart: c.qStart, KStart: c.kStart,
 			KeyMask: d.keyMask, Table: tab, Index: d.index, TileQ: c.tileQ, TileK: c.tileK, Probe: probe})
@@ -184,6 +190,15 @@ func (c streamCase) build(t testing.TB, g *G.ExprGraph, dt tensor.Dtype, d strea
 		return out, wrt
 	}
 	o := AttentionOpts{Heads: c.h, Scale: c.scale, Probe: probe}
+	c.refBiasMask(t, g, dt, d, tab, &o)
+	p := must(t)(AttentionProbs(q, k, o))
+	return must(t)(AttentionOutput(p, v, !c.split)), wrt
+}
+
+// refBiasMask sets o's Bias (TableBias of tab, nil without) and Mask (the
+// causal and key masks) for the materialised reference of the case.
+func (c streamCase) refBiasMask(t testing.TB, g *G.ExprGraph, dt tensor.Dtype, d streamData, tab *G.Node, o *AttentionOpts) {
+	t.Helper()
 	if d.r > 0 {
 		ids := make([]int, c.b*c.tq*c.tk)
 		for b := 0; b < c.b; b++ {
@@ -206,16 +221,22 @@ func (c streamCase) build(t testing.TB, g *G.ExprGraph, dt tensor.Dtype, d strea
 		}
 		o.Mask = input(g, "mask", fromFloat64(dt, tensor.Shape{c.b, 1, c.tq, c.tk}, m))
 	}
-	p := must(t)(AttentionProbs(q, k, o))
-	return must(t)(AttentionOutput(p, v, !c.split)), wrt
 }
 
 // streamRun returns the case's output and the gradients of sum(out * w)
 // with respect to q, k, v[, table] (w fixed by the seed), as float64.
 func streamRun(t testing.TB, c streamCase, dt tensor.Dtype, ref bool) [][]float64 {
 	t.Helper()
+	return runWithGrads(t, func(g *G.ExprGraph) (*G.Node, G.Nodes) { return c.build(t, g, dt, c.data(1), ref, nil) })
+}
+
+// runWithGrads builds a graph with build, and returns its output and the
+// gradients of sum(out * w) with respect to the nodes build returns (w
+// fixed by a seed), as float64.
+func runWithGrads(t testing.TB, build func(g *G.ExprGraph) (*G.Node, G.Nodes)) [][]float64 {
+	t.Helper()
 	g := G.NewGraph()
-	out, wrt := c.build(t, g, dt, c.data(1), ref, nil)
+	out, wrt := build(g)
 	loss := projLoss(t, rand.New(rand.NewSource(2)), out, "w")
 	grads, err := G.Grad(loss, wrt...)
 	if err != nil {
@@ -310,20 +331,28 @@ func TestStreamAttentionMaskedRows(t *testing.T) {
 // TestStreamAttentionThreads: the output and gradients are bitwise equal
 // at 1 and 2 threads, on inputs that take the threaded path.
 func TestStreamAttentionThreads(t *testing.T) {
-	defer SetThreads(Threads())
 	c := streamCase{name: "threads", b: 2, h: 3, tq: 70, tk: 70, dh: 8, dv: 8, causal: true, tileQ: 16, tileK: 32, table: "rel1",
 		pad: func(b, j int) bool { return b == 0 || j < 50 }}
+	checkStreamThreads(t, func(dt tensor.Dtype) [][]float64 { return streamRun(t, c, dt, false) })
+}
+
+// checkStreamThreads fails unless run gives bitwise equal results at 1 and
+// 2 threads in both dtypes and its forward and backward took the threaded
+// path.
+func checkStreamThreads(t *testing.T, run func(dt tensor.Dtype) [][]float64) {
+	t.Helper()
+	defer SetThreads(Threads())
 	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
 		SetThreads(1)
-		one := streamRun(t, c, dt, false)
+		one := run(dt)
 		SetThreads(2)
 		before := threadedRuns.Load()
-		two := streamRun(t, c, dt, false)
+		two := run(dt)
 		if n := threadedRuns.Load() - before; n < 2 {
 			t.Fatalf("%v: %d threaded runs, want the forward and the backward threaded", dt, n)
 		}
 		for i := range one {
-			checkClose(t, streamWhat[i], two[i], one[i], 0, 0)
+			checkClose(t, "result "+string(rune('0'+i)), two[i], one[i], 0, 0)
 		}
 	}
 }
@@ -338,23 +367,9 @@ func TestStreamAttentionScratch(t *testing.T) {
 	var fwd, bwd []streamScratch
 	for _, n := range []int{40, 130} {
 		c := streamCase{name: "scratch", b: 2, h: 2, tq: n, tk: n + 3, dh: 4, dv: 3, causal: true, tileQ: 8, tileK: 16, table: "alibi"}
-		g := G.NewGraph()
-		out, wrt := c.build(t, g, tensor.Float32, c.data(1), false, nil)
-		loss := projLoss(t, rand.New(rand.NewSource(2)), out, "w")
-		if _, err := G.Grad(loss, wrt...); err != nil {
-			t.Fatal(err)
-		}
-		run(t, g)
-		op := out.Op().(*streamAttnOp)
-		var gop *streamGradOp
-		for _, nd := range g.AllNodes() {
-			if o, ok := nd.Op().(*streamGradOp); ok {
-				gop = o
-			}
-		}
-		if gop == nil {
-			t.Fatal("no gradient op in the graph")
-		}
+		op, gop := runStreamOps(t, func(g *G.ExprGraph) (*G.Node, G.Nodes) {
+			return c.build(t, g, tensor.Float32, c.data(1), false, nil)
+		})
 		if op.scratch != op.fwdScratch() {
 			t.Fatalf("T=%d: forward allocated %+v, fwdScratch %+v", n, op.scratch, op.fwdScratch())
 		}
@@ -375,6 +390,31 @@ func TestStreamAttentionScratch(t *testing.T) {
 	if fwd[0] != fwd[1] || bwd[0] != bwd[1] {
 		t.Fatalf("work space depends on T: forward %+v, backward %+v", fwd, bwd)
 	}
+}
+
+// runStreamOps builds a graph with build, differentiates a projection of
+// its output w.r.t. the nodes build returns, runs it and returns the
+// forward and gradient ops of StreamAttention.
+func runStreamOps(t *testing.T, build func(g *G.ExprGraph) (*G.Node, G.Nodes)) (*streamAttnOp, *streamGradOp) {
+	t.Helper()
+	g := G.NewGraph()
+	out, wrt := build(g)
+	loss := projLoss(t, rand.New(rand.NewSource(2)), out, "w")
+	if _, err := G.Grad(loss, wrt...); err != nil {
+		t.Fatal(err)
+	}
+	run(t, g)
+	op := out.Op().(*streamAttnOp)
+	var gop *streamGradOp
+	for _, nd := range g.AllNodes() {
+		if o, ok := nd.Op().(*streamGradOp); ok {
+			gop = o
+		}
+	}
+	if gop == nil {
+		t.Fatal("no gradient op in the graph")
+	}
+	return op, gop
 }
 
 // TestStreamAttentionErrors: bad inputs are errors at build time naming

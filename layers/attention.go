@@ -28,10 +28,11 @@ type AttentionConfig struct {
 	// keys, online softmax, no [B, H, Tq, Tk] tensor in the forward or the
 	// backward pass) instead of AttentionProbs and AttentionOutput. It
 	// serves encodings without score terms: none, the absolute encodings,
-	// rope and its scalings, xpos, and the table biases of
-	// posenc.StreamBias (t5, alibi, kerple, sandwich, shaw-scalar, fire,
-	// dpb, ... on line positions); Fwd returns StreamBias's error for the
-	// others (shaw, xl, deberta, cope, combinations with a bias). The mask
+	// rope and its scalings, xpos, the table biases of posenc.StreamBias
+	// (t5, alibi, kerple, sandwich, shaw-scalar, fire, dpb, ... on line
+	// positions), and the relative terms of the posenc.StreamTermers
+	// (shaw, xl, deberta), computed per tile; Fwd returns StreamBias's
+	// error for the others (cope, combinations with terms or a bias). The mask
 	// must be nil or a key-padding mask [B, 1, 1, Tk] whose value is known
 	// when the graph is built. Probs is nil; the probe still records.
 	Stream bool
@@ -214,13 +215,18 @@ func (a *Attention) FwdPositions(xq, xkv *G.Node, span posenc.Span, pos *posenc.
 
 // fwdStream is FwdPositions with Cfg.Stream: q, k, v projected, the
 // encoding's QKTransformer applied, then one graph.StreamAttention with the
-// table bias of posenc.StreamBias, the layer's causal mask and the caller's
+// table bias of posenc.StreamBias, the relative terms of
+// posenc.StreamTermsOf, the layer's causal mask and the caller's
 // key-padding mask.
 func (a *Attention) fwdStream(site *posenc.Site, xq, xkv, mask *G.Node) (*G.Node, error) {
 	name := a.Cfg.Name
 	h, dh := site.H, site.DHead
 	a.probs = nil
 	table, idx, err := posenc.StreamBias(a.Cfg.Pos, site)
+	if err != nil {
+		return nil, errors.WithMessagef(err, "attention %s: stream", name)
+	}
+	terms, err := posenc.StreamTermsOf(a.Cfg.Pos, site)
 	if err != nil {
 		return nil, errors.WithMessagef(err, "attention %s: stream", name)
 	}
@@ -245,7 +251,7 @@ func (a *Attention) fwdStream(site *posenc.Site, xq, xkv, mask *G.Node) (*G.Node
 		}
 	}
 	opts := graph.StreamOpts{Heads: h, Scale: 1 / math.Sqrt(float64(dh)), Causal: a.Cfg.Causal,
-		QStart: site.Span.QStart, KStart: site.Span.KStart, KeyMask: keyMask, Table: table, Index: idx, Probe: a.probe}
+		QStart: site.Span.QStart, KStart: site.Span.KStart, KeyMask: keyMask, Table: table, Index: idx, Terms: terms, Probe: a.probe}
 	if s, ok := a.Cfg.Pos.(posenc.Scaler); ok {
 		opts.Scale = s.Scale(dh)
 	}

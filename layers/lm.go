@@ -27,7 +27,8 @@ type Config struct {
 	// Stream computes every attention with graph.StreamAttention, in tiles
 	// of keys without a [B, H, T, T] tensor (AttentionConfig.Stream; the
 	// trainer's -stream). It serves the encodings of posenc.StreamBias
-	// (no terms, table biases) and refuses the others when the model is
+	// (no terms, table biases) and the posenc.StreamTermers (shaw, xl,
+	// deberta: terms per tile) and refuses the others when the model is
 	// built.
 	Stream bool
 }

@@ -201,26 +201,20 @@ func (e *DeBERTa) indices(s Span) *debertaIdx {
 	return ix
 }
 
-// ScoreTerms implements ScoreTermer: (alpha *) (c2p + p2c) [B, H, TQ, TK] from
-// q [B, H, TQ, dh] and k [B, H, TK, dh] (unscaled; attention multiplies the
-// sum with q·kᵀ by Scale).
-func (e *DeBERTa) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
-	h, dh, d := s.H, s.DHead, s.DModel
-	if err := checkQK("deberta", s, q, k); err != nil {
-		return nil, err
-	}
+// projected returns Kr and Qr [2·Buckets, d], deberta_rel projected by the
+// site's key and query projections.
+func (e *DeBERTa) projected(s *Site) (kr, qr *G.Node, err error) {
 	if s.Project == nil {
-		return nil, errors.New("posenc deberta: the site has no projection (Site.Project is nil)")
+		return nil, nil, errors.New("posenc deberta: the site has no projection (Site.Project is nil)")
 	}
 	if err := debertaCheck(e.Buckets, e.MaxPosition); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	span := e.Buckets
+	span, d := e.Buckets, s.DModel
 	rel, err := s.Params.Node(s.G, "deberta_rel", tensor.Shape{2 * span, d}, graph.Normal(e.InitStd), false)
 	if err != nil {
-		return nil, errors.Wrap(err, "posenc deberta")
+		return nil, nil, errors.Wrap(err, "posenc deberta")
 	}
-	ix := e.indices(s.Span)
 	proj := func(which string) (*G.Node, error) {
 		p, err := s.Project(rel, which) // [2span, d]
 		if err != nil {
@@ -229,15 +223,38 @@ func (e *DeBERTa) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 		if !p.Shape().Eq(tensor.Shape{2 * span, d}) {
 			return nil, errors.Errorf("posenc deberta: projection %s of deberta_rel has shape %v, want [%d, %d]", which, p.Shape(), 2*span, d)
 		}
-		return splitHeadTable(p, 2*span, h, dh) // [H, 2span, dh]
+		return p, nil
 	}
-	posKey, err := proj("k")
+	if kr, err = proj("k"); err != nil {
+		return nil, nil, err
+	}
+	if qr, err = proj("q"); err != nil {
+		return nil, nil, err
+	}
+	return kr, qr, nil
+}
+
+// ScoreTerms implements ScoreTermer: (alpha *) (c2p + p2c) [B, H, TQ, TK] from
+// q [B, H, TQ, dh] and k [B, H, TK, dh] (unscaled; attention multiplies the
+// sum with q·kᵀ by Scale).
+func (e *DeBERTa) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
+	h, dh := s.H, s.DHead
+	if err := checkQK("deberta", s, q, k); err != nil {
+		return nil, err
+	}
+	kr, qr, err := e.projected(s)
 	if err != nil {
 		return nil, err
 	}
-	posQuery, err := proj("q")
+	span := e.Buckets
+	ix := e.indices(s.Span)
+	posKey, err := splitHeadTable(kr, 2*span, h, dh) // [H, 2span, dh]
 	if err != nil {
-		return nil, err
+		return nil, errors.Wrap(err, "posenc deberta")
+	}
+	posQuery, err := splitHeadTable(qr, 2*span, h, dh)
+	if err != nil {
+		return nil, errors.Wrap(err, "posenc deberta")
 	}
 	// c2p[b,h,i,j] = q_i · Kr_h[c2p_ij]
 	c2p, err := graph.RelScores(q, posKey) // [B, H, TQ, 2span]
@@ -264,4 +281,33 @@ func (e *DeBERTa) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 	}
 	out, err = withAlpha(s, out, e.Alpha, "deberta_alpha")
 	return out, errors.Wrap(err, "posenc deberta")
+}
+
+// StreamTerms implements StreamTermer: c2p as a query term with Kr
+// [2·Buckets, d] (per head) indexed by the c2p bucket of each pair, p2c as
+// a key term with Qr indexed by the p2c bucket (DebertaIndex's formulas,
+// evaluated once per distance of a tile); with Alpha both tables are
+// multiplied by "deberta_alpha". The scale 1/sqrt(3·dh) is Scale's.
+func (e *DeBERTa) StreamTerms(s *Site) ([]graph.StreamTerm, error) {
+	if s.B <= 0 || s.H <= 0 || s.DHead <= 0 || s.TQ <= 0 || s.TK <= 0 || s.H*s.DHead != s.DModel {
+		return nil, errors.Errorf("posenc deberta: B = %d, H = %d, dh = %d, TQ = %d and TK = %d must be positive and H*dh = d_model %d", s.B, s.H, s.DHead, s.TQ, s.TK, s.DModel)
+	}
+	kr, qr, err := e.projected(s)
+	if err != nil {
+		return nil, err
+	}
+	if e.Alpha {
+		if kr, err = alphaScaled(s, kr, "deberta_alpha"); err != nil {
+			return nil, errors.Wrap(err, "posenc deberta: alpha·Kr")
+		}
+		if qr, err = alphaScaled(s, qr, "deberta_alpha"); err != nil {
+			return nil, errors.Wrap(err, "posenc deberta: alpha·Qr")
+		}
+	}
+	span, maxPos := e.Buckets, e.MaxPosition
+	clamp := func(x int) int { return min(max(x, 0), 2*span-1) }
+	// rel = kpos - qpos: c2p buckets qpos - kpos = -rel, p2c buckets rel
+	c2p := &distIndexer{span: s.Span, row: func(rel int) int { return clamp(DebertaBucket(-rel, span, maxPos) + span) }}
+	p2c := &distIndexer{span: s.Span, row: func(rel int) int { return clamp(-DebertaBucket(rel, span, maxPos) + span) }}
+	return []graph.StreamTerm{{Kind: graph.QueryTerm, Table: kr, Index: c2p}, {Kind: graph.KeyTerm, Table: qr, Index: p2c}}, nil
 }

@@ -44,6 +44,12 @@
 // builds the bias of one tile, so that a tiled attention kernel can compute
 // scores block by block without materialising [Tq, Tk]. The conformance
 // harness checks that every tile equals the matching block of ScoreBias.
+// The encodings with content-position terms shaw, xl and deberta are
+// StreamTermers: StreamTerms gives their terms as tables [R, H*dh] or
+// [R, dh] looked up by host rows per tile (graph.StreamTerm: Shaw's key and
+// value embeddings, XL's (q+v)·P[i-j] and u·k, DeBERTa's c2p and p2c), so
+// that graph.StreamAttention computes them without a [Tq, R] or [Tq, Tk]
+// tensor (StreamTermsOf; the harness checks Stream on = Stream off).
 // AfterBlocker is the hook of encodings that act between blocks (cpe).
 //
 // Encodings of pairwise positions (structure, KindStructural):

@@ -308,3 +308,27 @@ func (e *ShawScalar) BiasIndex(s *Site, _ int, t Tile, dst []int) (bool, error) 
 	}
 	return false, nil
 }
+
+// StreamTerms implements StreamTermer: a query term with the (alpha-scaled)
+// "<prefix>/shaw_k" [2K+1, dh] and a value term with "<prefix>/shaw_v"
+// [2K+1, dh], both shared by the heads and indexed by ShawIndex, so that
+// graph.StreamAttention computes ScoreTerms and ValueTerms per tile.
+func (e *Shaw) StreamTerms(s *Site) ([]graph.StreamTerm, error) {
+	if err := e.checkSite(s); err != nil {
+		return nil, err
+	}
+	tk, err := e.table(s, "k")
+	if err != nil {
+		return nil, err
+	}
+	if tk, err = withAlpha(s, tk, e.Alpha, s.Prefix+"/shaw_k_alpha"); err != nil {
+		return nil, errors.Wrap(err, "posenc shaw")
+	}
+	tv, err := e.table(s, "v")
+	if err != nil {
+		return nil, err
+	}
+	k := e.K
+	idx := &distIndexer{span: s.Span, row: func(rel int) int { return min(max(rel, -k), k) + k }}
+	return []graph.StreamTerm{{Kind: graph.QueryTerm, Table: tk, Index: idx}, {Kind: graph.ValueTerm, Table: tv, Index: idx}}, nil
+}

@@ -11,12 +11,14 @@ import (
 // bias at site s: the bias table [R, H] or [R, 1] and a graph.TileIndexer
 // giving the table rows of each tile (from e's BiasIndex).
 //
-// It returns nil, nil, nil for an encoding that adds no score bias and no
-// terms (nil, none, the absolute encodings, rope and its scalings, xpos:
-// their work is done by InputAdder or QKTransformer, which still apply
-// before the attention). It returns an error naming the encoding for an
-// encoding with score or value terms (ScoreTermer, ValueTermer: "<enc> adds
-// content-position terms; the streaming attention serves score biases
+// It returns nil, nil, nil for an encoding that adds no score bias (nil,
+// none, the absolute encodings, rope and its scalings, xpos: their work is
+// done by InputAdder or QKTransformer, which still apply before the
+// attention; and the StreamTermers shaw, xl and deberta, whose terms
+// StreamTermsOf gives). It returns an error naming the encoding for an
+// encoding with score or value terms that is not a StreamTermer
+// (ScoreTermer, ValueTermer: "<enc> adds content-position terms; the
+// streaming attention serves score biases and the terms of StreamTermers
 // only"), for a ScoreBiaser that is not a TableBiaser, and when e's
 // BiasTable or BiasIndex refuses the site (e.g. alibi or kerple on real
 // positions). The indexer's rows are checked against the table by the op
@@ -25,10 +27,8 @@ func StreamBias(e Encoding, s *Site) (table *G.Node, idx graph.TileIndexer, err 
 	if e == nil {
 		return nil, nil, nil
 	}
-	_, terms := e.(ScoreTermer)
-	_, values := e.(ValueTermer)
-	if terms || values {
-		return nil, nil, errors.Errorf("posenc: %s adds content-position terms; the streaming attention serves score biases only", e.Name())
+	if err := streamTermsServed(e); err != nil {
+		return nil, nil, err
 	}
 	if _, ok := e.(ScoreBiaser); !ok {
 		return nil, nil, nil
@@ -50,6 +50,81 @@ func StreamBias(e Encoding, s *Site) (table *G.Node, idx graph.TileIndexer, err 
 		return nil, nil, errors.WithMessagef(err, "posenc: %s cannot stream at this site", e.Name())
 	}
 	return table, &streamIndexer{e: tb, s: s}, nil
+}
+
+// StreamTermer is an encoding with content-position terms (ScoreTermer,
+// ValueTermer) that graph.StreamAttention computes per tile: shaw, xl and
+// deberta.
+type StreamTermer interface {
+	Encoding
+	// StreamTerms returns the terms of site s as tables looked up by
+	// host indexers (graph.StreamTerm). Their query and key terms sum to
+	// ScoreTerms(s, q, k) for every q and k, and their value terms to
+	// ValueTerms(s, probs), up to rounding; tables may carry the
+	// encoding's alpha.
+	StreamTerms(s *Site) ([]graph.StreamTerm, error)
+}
+
+// streamTermsServed returns the refusal of an encoding with score or value
+// terms that is not a StreamTermer, nil otherwise.
+func streamTermsServed(e Encoding) error {
+	_, terms := e.(ScoreTermer)
+	_, values := e.(ValueTermer)
+	if _, ok := e.(StreamTermer); (terms || values) && !ok {
+		return errors.Errorf("posenc: %s adds content-position terms; the streaming attention serves score biases and the terms of StreamTermers (shaw, xl, deberta) only", e.Name())
+	}
+	return nil
+}
+
+// StreamTermsOf returns the terms graph.StreamAttention adds for e at site
+// s: nil for an encoding without score or value terms, e's StreamTerms for
+// a StreamTermer, and StreamBias's error for an encoding with terms that
+// is not one.
+func StreamTermsOf(e Encoding, s *Site) ([]graph.StreamTerm, error) {
+	if e == nil {
+		return nil, nil
+	}
+	if err := streamTermsServed(e); err != nil {
+		return nil, err
+	}
+	st, ok := e.(StreamTermer)
+	if !ok {
+		return nil, nil
+	}
+	terms, err := st.StreamTerms(s)
+	return terms, errors.WithMessagef(err, "posenc: %s cannot stream at this site", e.Name())
+}
+
+// distIndexer is the graph.TileIndexer of a table indexed by the distance
+// rel = kpos - qpos of each pair of a span (Shaw, XL, DeBERTa): the row of
+// a pair is row(rel). It is a pointer, so the op identifies it by address;
+// row must be safe for concurrent use.
+type distIndexer struct {
+	span Span
+	row  func(rel int) int
+}
+
+// TileIndex implements graph.TileIndexer: it evaluates row once per
+// distance of the tile.
+func (x *distIndexer) TileIndex(_, q0, q1, k0, k1 int, dst []int) (bool, error) {
+	sp := x.span
+	if q0 < 0 || q0 >= q1 || q1 > sp.TQ || k0 < 0 || k0 >= k1 || k1 > sp.TK {
+		return false, errors.Errorf("posenc: tile queries [%d, %d) keys [%d, %d) is empty or outside the %d×%d scores", q0, q1, k0, k1, sp.TQ, sp.TK)
+	}
+	nk := k1 - k0
+	if len(dst) != (q1-q0)*nk {
+		return false, errors.Errorf("posenc: distance index: dst has %d entries, the tile %d", len(dst), (q1-q0)*nk)
+	}
+	lo := sp.Rel(q1-1, k0) // the smallest distance of the tile
+	lut := make([]int, sp.Rel(q0, k1-1)-lo+1)
+	for d := range lut {
+		lut[d] = x.row(lo + d)
+	}
+	for i := q0; i < q1; i++ {
+		off := sp.Rel(i, k0) - lo
+		copy(dst[(i-q0)*nk:(i-q0+1)*nk], lut[off:off+nk])
+	}
+	return false, nil
 }
 
 // streamIndexer adapts a TableBiaser's BiasIndex to graph.TileIndexer. It

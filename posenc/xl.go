@@ -119,22 +119,26 @@ func XLSinusoids(minDist, n, d int) []float64 {
 	return out
 }
 
-// table returns the cached R table [n, d] of span s.
-func (e *XL) table(s Span, d int, dt tensor.Dtype) (tab *tensor.Dense, idx []int, n int) {
-	idx, minDist, n := XLDistances(s)
+// table returns the cached R table [n, d] of span s (n = TQ+TK-1, row r
+// the distance minDist+r of XLDistances).
+func (e *XL) table(s Span, d int, dt tensor.Dtype) (tab *tensor.Dense, n int) {
+	minDist, n := s.QStart-(s.KStart+s.TK-1), s.TQ+s.TK-1
 	tab, _ = e.cache.get(xlKey{s, d, dt}, func() (*tensor.Dense, error) {
 		return graph.FromFloat64s(dt, tensor.Shape{n, d}, XLSinusoids(minDist, n, d)), nil
 	})
-	return tab, idx, n
+	return tab, n
 }
 
-// ScoreTerms implements ScoreTermer: (alpha *) (u_h·k_j + (q_i + v_h)·P_h[dist_ij])
-// [B, H, TQ, TK] from q [B, H, TQ, dh] and k [B, H, TK, dh].
-func (e *XL) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
-	b, h, dh, d := s.B, s.H, s.DHead, s.DModel
-	if err := checkQK("xl", s, q, k); err != nil {
-		return nil, err
-	}
+// xlParams are the nodes of a site's terms: u, v [H, dh] and the
+// projected sinusoids P = R·W_r [n, d] over the span's n distances.
+type xlParams struct {
+	u, v, p *G.Node
+	n       int
+}
+
+// params creates (or finds) the site's parameters and builds P.
+func (e *XL) params(s *Site) (*xlParams, error) {
+	h, dh, d := s.H, s.DHead, s.DModel
 	if d%2 != 0 {
 		return nil, errors.Errorf("posenc xl: d_model %d must be even (sin/cos pairs)", d)
 	}
@@ -155,14 +159,31 @@ func (e *XL) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 	if err != nil {
 		return nil, errors.Wrap(err, "posenc xl")
 	}
-	tab, idx, n := e.table(s.Span, d, s.Dtype())
+	tab, n := e.table(s.Span, d, s.Dtype())
 	r := G.NewTensor(s.G, s.Dtype(), 2, G.WithShape(n, d), G.WithValue(tab), G.WithName(graph.UniqueName(s.G, "xl_R")))
 
 	p, err := G.Mul(r, wr) // [n, d]
 	if err != nil {
 		return nil, errors.Wrap(err, "posenc xl: R·W_r")
 	}
-	if p, err = splitHeadTable(p, n, h, dh); err != nil { // [H, n, dh]
+	return &xlParams{u: u, v: v, p: p, n: n}, nil
+}
+
+// ScoreTerms implements ScoreTermer: (alpha *) (u_h·k_j + (q_i + v_h)·P_h[dist_ij])
+// [B, H, TQ, TK] from q [B, H, TQ, dh] and k [B, H, TK, dh].
+func (e *XL) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
+	b, h, dh := s.B, s.H, s.DHead
+	if err := checkQK("xl", s, q, k); err != nil {
+		return nil, err
+	}
+	xp, err := e.params(s)
+	if err != nil {
+		return nil, err
+	}
+	u, v, n := xp.u, xp.v, xp.n
+	idx, _, _ := XLDistances(s.Span)
+	p, err := splitHeadTable(xp.p, n, h, dh) // [H, n, dh]
+	if err != nil {
 		return nil, errors.Wrap(err, "posenc xl")
 	}
 	u4, err := graph.Reshape(u, 1, h, 1, dh)
@@ -201,4 +222,47 @@ func (e *XL) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 	}
 	out, err = withAlpha(s, out, e.Alpha, s.Prefix+"/xl_alpha")
 	return out, errors.Wrap(err, "posenc xl")
+}
+
+// StreamTerms implements StreamTermer: a query term (q_i + v_h)·P_h[dist]
+// with P = R·W_r [n, d] (per head, QBias v [H*dh]) over the span's
+// XLDistances, and a key term u_h·k_j with the one-row table u [1, H*dh];
+// with Alpha both tables are multiplied by "<prefix>/xl_alpha".
+func (e *XL) StreamTerms(s *Site) ([]graph.StreamTerm, error) {
+	if s.B <= 0 || s.H <= 0 || s.DHead <= 0 || s.TQ <= 0 || s.TK <= 0 || s.H*s.DHead != s.DModel {
+		return nil, errors.Errorf("posenc xl: B = %d, H = %d, dh = %d, TQ = %d and TK = %d must be positive and H*dh = d_model %d", s.B, s.H, s.DHead, s.TQ, s.TK, s.DModel)
+	}
+	xp, err := e.params(s)
+	if err != nil {
+		return nil, err
+	}
+	hd := s.H * s.DHead
+	u, err := graph.Reshape(xp.u, 1, hd)
+	if err != nil {
+		return nil, errors.Wrap(err, "posenc xl")
+	}
+	v, err := graph.Reshape(xp.v, hd)
+	if err != nil {
+		return nil, errors.Wrap(err, "posenc xl")
+	}
+	p := xp.p
+	if e.Alpha {
+		a, err := s.Params.Node(s.G, s.Prefix+"/xl_alpha", tensor.Shape{1}, graph.Constant(AlphaInit), false)
+		if err != nil {
+			return nil, errors.Wrap(err, "posenc xl")
+		}
+		if p, err = graph.BroadcastMul(p, a); err != nil {
+			return nil, errors.Wrap(err, "posenc xl: alpha·P")
+		}
+		if u, err = graph.BroadcastMul(u, a); err != nil {
+			return nil, errors.Wrap(err, "posenc xl: alpha·u")
+		}
+	}
+	// row of (query i, key j): (qpos_i - kpos_j) - minDist, rel = kpos - qpos
+	minDist := s.QStart - (s.KStart + s.TK - 1)
+	dist := &distIndexer{span: s.Span, row: func(rel int) int { return -rel - minDist }}
+	return []graph.StreamTerm{
+		{Kind: graph.QueryTerm, Table: p, QBias: v, Index: dist},
+		{Kind: graph.KeyTerm, Table: u, Index: &distIndexer{span: s.Span, row: func(int) int { return 0 }}},
+	}, nil
 }
