@@ -63,7 +63,7 @@ func TestPresets(t *testing.T) {
 			}
 		}
 		text, err := p.EvalText(c.Val)
-		whole := p.MaxWindows == 0 && len(text) == len(c.Val)                                   // the full preset: the whole split
+		whole := p.MaxWindows == 0 && len(text) == len(c.Val)                                              // the full preset: the whole split
 		capped := p.MaxWindows > 0 && len(text) == p.MaxWindows*p.Lengths()[3]+1 && len(text) < len(c.Val) // quick: the first windows
 		if err != nil || !whole && !capped {
 			t.Errorf("%s: eval text %d of %d bytes (max windows %d), %v", name, len(text), len(c.Val), p.MaxWindows, err)
