@@ -49,6 +49,8 @@
 //	                                online softmax, backward by recomputation (FlashAttention-2); causal with
 //	                                offsets, key padding, bias from a table [R, H|1] by host rows per tile
 //	                                (TileIndexer); O(tile) work space per thread, opts.Probe as AttentionProbs
+//	StreamCoPE(q, k, v, emb, opts, co) StreamAttention with CoPE's term: gates carried across key tiles from
+//	                                the diagonal backwards, q·emb per query block; causal, key padding, offsets
 //	SplitHeads(x, H), MergeHeads(x) [B, T, H*dh] <-> [B, H, T, dh]
 //	RelScores(x, tab)               x [B, H, T, dh] · tab [H, R, dh]ᵀ -> [B, H, T, R] (XL, DeBERTa)
 //	TransposeLast2(x)               [..., M, N] -> [..., N, M]

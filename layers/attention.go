@@ -28,10 +28,11 @@ type AttentionConfig struct {
 	// keys, online softmax, no [B, H, Tq, Tk] tensor in the forward or the
 	// backward pass) instead of AttentionProbs and AttentionOutput. It
 	// serves encodings without score terms: none, the absolute encodings,
-	// rope and its scalings, xpos, and the table biases of
-	// posenc.StreamBias (t5, alibi, kerple, sandwich, shaw-scalar, fire,
-	// dpb, ... on line positions); Fwd returns StreamBias's error for the
-	// others (shaw, xl, deberta, cope, combinations with a bias). The mask
+	// rope and its scalings, xpos, the table biases of posenc.StreamBias
+	// (t5, alibi, kerple, sandwich, shaw-scalar, fire, dpb, ... on line
+	// positions), and the encodings that stream the attention themselves
+	// (posenc.StreamAttender: cope); Fwd returns StreamBias's error for the
+	// others (shaw, xl, deberta, combinations with a bias). The mask
 	// must be nil or a key-padding mask [B, 1, 1, Tk] whose value is known
 	// when the graph is built. Probs is nil; the probe still records.
 	Stream bool
@@ -215,14 +216,20 @@ func (a *Attention) FwdPositions(xq, xkv *G.Node, span posenc.Span, pos *posenc.
 // fwdStream is FwdPositions with Cfg.Stream: q, k, v projected, the
 // encoding's QKTransformer applied, then one graph.StreamAttention with the
 // table bias of posenc.StreamBias, the layer's causal mask and the caller's
-// key-padding mask.
+// key-padding mask; or, for a posenc.StreamAttender (cope), the encoding's
+// StreamAttend with the same options instead.
 func (a *Attention) fwdStream(site *posenc.Site, xq, xkv, mask *G.Node) (*G.Node, error) {
 	name := a.Cfg.Name
 	h, dh := site.H, site.DHead
 	a.probs = nil
-	table, idx, err := posenc.StreamBias(a.Cfg.Pos, site)
-	if err != nil {
-		return nil, errors.WithMessagef(err, "attention %s: stream", name)
+	attender, own := a.Cfg.Pos.(posenc.StreamAttender) // the encoding streams the attention itself
+	var table *G.Node
+	var idx graph.TileIndexer
+	var err error
+	if !own {
+		if table, idx, err = posenc.StreamBias(a.Cfg.Pos, site); err != nil {
+			return nil, errors.WithMessagef(err, "attention %s: stream", name)
+		}
 	}
 	keyMask, err := a.streamKeyMask(mask, site.B, site.TK)
 	if err != nil {
@@ -249,7 +256,12 @@ func (a *Attention) fwdStream(site *posenc.Site, xq, xkv, mask *G.Node) (*G.Node
 	if s, ok := a.Cfg.Pos.(posenc.Scaler); ok {
 		opts.Scale = s.Scale(dh)
 	}
-	out, err := graph.StreamAttention(q, k, v, opts) // [B, Tq, d]
+	var out *G.Node
+	if own {
+		out, err = attender.StreamAttend(site, q, k, v, opts) // [B, Tq, d]
+	} else {
+		out, err = graph.StreamAttention(q, k, v, opts) // [B, Tq, d]
+	}
 	if err != nil {
 		return nil, errors.Wrapf(err, "attention %s: stream", name)
 	}
