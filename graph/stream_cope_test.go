@@ -168,17 +168,7 @@ func TestStreamCoPEThreads(t *testing.T) {
 			if d := threadedRuns.Load() - before; n == 2 && d < 2 {
 				t.Fatalf("%v: %d threaded runs, want the forward and the backward threaded", dt, d)
 			}
-			g := G.NewGraph()
-			p := NewAttentionProbe()
-			c.build(t, g, dt, 7, false, p)
-			m := G.NewTapeMachine(g)
-			p.Arm()
-			if err := m.RunAll(); err != nil {
-				t.Fatal(err)
-			}
-			p.Disarm()
-			m.Close()
-			stats[r] = p.Stats()
+			stats[r], _ = c.probed(t, dt, 7, false)
 		}
 		for i := range res[0] {
 			checkClose(t, copeWhat[i], res[1][i], res[0][i], 0, 0)
@@ -191,6 +181,23 @@ func TestStreamCoPEThreads(t *testing.T) {
 	}
 }
 
+// probed runs the case's forward pass (streamed or ref) with an armed probe
+// and returns its statistics and the output.
+func (c copeCase) probed(t *testing.T, dt tensor.Dtype, seed int64, ref bool) ([]HeadStats, []float64) {
+	t.Helper()
+	g := G.NewGraph()
+	p := NewAttentionProbe()
+	out, _ := c.build(t, g, dt, seed, ref, p)
+	m := G.NewTapeMachine(g)
+	defer m.Close()
+	p.Arm()
+	if err := m.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	p.Disarm()
+	return p.Stats(), ToFloat64s(out.Value())
+}
+
 // TestStreamCoPEProbe: an armed probe records the materialised path's
 // statistics (to 1e-12) and does not change the output.
 func TestStreamCoPEProbe(t *testing.T) {
@@ -199,17 +206,7 @@ func TestStreamCoPEProbe(t *testing.T) {
 			var stats [2][]HeadStats
 			var outs [2][]float64
 			for r, ref := range []bool{false, true} {
-				g := G.NewGraph()
-				p := NewAttentionProbe()
-				out, _ := c.build(t, g, tensor.Float64, 5, ref, p)
-				m := G.NewTapeMachine(g)
-				p.Arm()
-				if err := m.RunAll(); err != nil {
-					t.Fatal(err)
-				}
-				p.Disarm()
-				m.Close()
-				stats[r], outs[r] = p.Stats(), ToFloat64s(out.Value())
+				stats[r], outs[r] = c.probed(t, tensor.Float64, 5, ref)
 			}
 			checkClose(t, "out", outs[0], outs[1], 1e-12, 1e-12)
 			if len(stats[0]) != c.h || len(stats[1]) != c.h {
