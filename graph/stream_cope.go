@@ -33,7 +33,7 @@ type CoPEOpts struct {
 // computed in tiles:
 //
 //	a_ij  = q_i·k_j                                 (unscaled logits)
-//	g_ij  = σ(GateScale·a_ij) if k.KStart+j <= QStart+i, else 0
+//	g_ij  = σ(GateScale·a_ij) if KStart+j <= QStart+i, else 0
 //	p_ij  = Σ_{t=j..Tk-1} g_it                      (suffix sum of the gates)
 //	o_ij  = z_i[⌈p⌉]·w + z_i[⌊p⌋]·(1-w),  p = clamp(p_ij, 0, P-1), w = p-⌊p⌋,  z_i = q_i·emb
 //	s_ij  = (a_ij + TermScale·o_ij)·Scale, -Inf where the mask blocks
