@@ -359,15 +359,6 @@ func (w *copeWork[T]) visible(a int) int {
 	return min(w.j1-w.j0, max(0, c.qStart+w.i0+a-c.kStart-w.j0+1))
 }
 
-// lookup is CoPEInterp's lookup at row a, key j of the tile (a clamped row
-// reads z[P-1]).
-func (w *copeWork[T]) lookup(a, j int) (lo, hi int, wt T, clamped bool) {
-	if w.cl[a] {
-		return w.c.npos - 1, w.c.npos - 1, 0, true
-	}
-	return copeLookup(w.ps[a*(w.j1-w.j0)+j], float64(w.maxP))
-}
-
 // scores overwrites the logits with the final scores (a + TermScale·o)·Scale,
 // -Inf where the causal or the key mask blocks; with pa it records them
 // (AttentionProbe) and counts each row's allowed keys into allowed; with
@@ -387,14 +378,17 @@ func (w *copeWork[T]) scores(pa *headAcc, allowed []int, rowMax []T) {
 		row, zr := w.lg[a*nj:(a+1)*nj], w.z[a*c.npos:(a+1)*c.npos]
 		nv := w.visible(a)
 		mx := ninf
+		last := zr[c.npos-1] * tm * scl // the term of a clamped row
 		for j := range row {
 			if j >= nv || km != nil && !km[j] {
 				row[j] = ninf
 				continue
 			}
-			lo, hi, wt, _ := w.lookup(a, j)
-			pos := zr[hi]*wt + zr[lo]*(1-wt) // CoPEInterp
-			pos = pos * tm * scl
+			pos := last
+			if !w.cl[a] {
+				lo, hi, wt, _ := copeLookup(w.ps[a*nj+j], float64(w.maxP))
+				pos = (zr[hi]*wt + zr[lo]*(1-wt)) * tm * scl // CoPEInterp
+			}
 			x := scl*row[j] + pos
 			row[j] = x
 			if x > mx || x != x {
@@ -708,27 +702,31 @@ func copeBwdDo[T float](op *copeGradOp, vs []G.Value) (G.Value, error) {
 						zr, dzr := w.z[a*np:(a+1)*np], dz[a*np:(a+1)*np]
 						gr := w.gt[a*nj : (a+1)*nj]
 						nv, acc := w.visible(a), dpc[a]
+						var dlast T // a clamped row's terms all read z[P-1]
 						for j, x := range pr {
 							var ds T
 							if x != 0 {
 								ds = x * (dr[j] - d[a])
 							}
 							da := scl * ds // dS·Scale: the gradient of a_ij and of the term
-							if j < nv {
+							switch {
+							case j >= nv:
+							case w.cl[a]:
+								dlast += da * tm
+							default:
 								dt := da * tm
-								lo, hi, wt, clamped := w.lookup(a, j)
+								lo, hi, wt, clamped := copeLookup(w.ps[a*nj+j], float64(w.maxP))
 								dzr[hi] += dt * wt
 								dzr[lo] += dt * (1 - wt)
-								if !w.cl[a] {
-									if !clamped {
-										acc += dt * (zr[hi] - zr[lo])
-									}
-									g := float64(gr[j])
-									da += T(gs*g*(1-g)) * acc
+								if !clamped {
+									acc += dt * (zr[hi] - zr[lo])
 								}
+								g := float64(gr[j])
+								da += T(gs*g*(1-g)) * acc
 							}
 							pr[j] = da
 						}
+						dzr[np-1] += dlast
 						dpc[a] = acc
 					}
 					// dq += da·k, dk += daᵀ·q
