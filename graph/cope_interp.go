@@ -191,20 +191,7 @@ func copeInterpDo[T float](op fmt.Stringer, res *buf, vs []G.Value, grad, wrtPos
 		}
 	}
 	maxP := float64(np - 1)
-	// lookup returns floor, ceil, the weight w of ceil and whether the
-	// clamp acts (no gradient w.r.t. the position).
-	lookup := func(p T) (lo, hi int, w T, clamped bool) {
-		x := float64(p)
-		switch {
-		case x > maxP:
-			x, clamped = maxP, true
-		case x < 0:
-			x, clamped = 0, true
-		}
-		f := math.Floor(x)
-		lo, hi = int(f), int(math.Ceil(x))
-		return lo, hi, T(x) - T(f), clamped
-	}
+	lookup := func(p T) (lo, hi int, w T, clamped bool) { return copeLookup(p, maxP) }
 	switch {
 	case !grad:
 		out, y := bufFor[T](res, ps)
@@ -422,4 +409,22 @@ func copePositionsDo[T float](op fmt.Stringer, a copePosAttrs, res *buf, vs []G.
 		}
 	})
 	return out, nil
+}
+
+// copeLookup returns the two table positions that CoPEInterp reads at
+// position p of a table of maxP+1 positions (floor and ceil of p clamped to
+// [0, maxP]), the weight w of ceil, and whether the clamp acts (then there
+// is no gradient w.r.t. the position). StreamCoPE uses it too, so that both
+// interpolate identically.
+func copeLookup[T float](p T, maxP float64) (lo, hi int, w T, clamped bool) {
+	x := float64(p)
+	switch {
+	case x > maxP:
+		x, clamped = maxP, true
+	case x < 0:
+		x, clamped = 0, true
+	}
+	f := math.Floor(x)
+	lo, hi = int(f), int(math.Ceil(x))
+	return lo, hi, T(x) - T(f), clamped
 }

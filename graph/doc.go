@@ -52,6 +52,8 @@
 //	                                (q+c)·Table[row], key terms k·Table[row], value terms Σ p·Table[row], tables
 //	                                [R, H*d|d]: Shaw, XL, DeBERTa); O(tile) work space per thread, opts.Probe as
 //	                                AttentionProbs
+//	StreamCoPE(q, k, v, emb, opts, co) StreamAttention with CoPE's term: gates carried across key tiles from
+//	                                the diagonal backwards, q·emb per query block; causal, key padding, offsets
 //	SplitHeads(x, H), MergeHeads(x) [B, T, H*dh] <-> [B, H, T, dh]
 //	RelScores(x, tab)               x [B, H, T, dh] · tab [H, R, dh]ᵀ -> [B, H, T, R] (XL, DeBERTa)
 //	TransposeLast2(x)               [..., M, N] -> [..., N, M]

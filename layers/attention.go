@@ -30,9 +30,11 @@ type AttentionConfig struct {
 	// serves encodings without score terms: none, the absolute encodings,
 	// rope and its scalings, xpos, the table biases of posenc.StreamBias
 	// (t5, alibi, kerple, sandwich, shaw-scalar, fire, dpb, ... on line
-	// positions), and the relative terms of the posenc.StreamTermers
-	// (shaw, xl, deberta), computed per tile; Fwd returns StreamBias's
-	// error for the others (cope, combinations with terms or a bias). The mask
+	// positions), the relative terms of the posenc.StreamTermers (shaw, xl,
+	// deberta), computed per tile, and the encodings that stream the
+	// attention themselves (posenc.StreamAttender: cope); Fwd returns
+	// StreamBias's error for the others (combinations with terms or a
+	// bias). The mask
 	// must be nil or a key-padding mask [B, 1, 1, Tk] whose value is known
 	// when the graph is built. Probs is nil; the probe still records.
 	Stream bool
@@ -217,18 +219,24 @@ func (a *Attention) FwdPositions(xq, xkv *G.Node, span posenc.Span, pos *posenc.
 // encoding's QKTransformer applied, then one graph.StreamAttention with the
 // table bias of posenc.StreamBias, the relative terms of
 // posenc.StreamTermsOf, the layer's causal mask and the caller's
-// key-padding mask.
+// key-padding mask; or, for a posenc.StreamAttender (cope), the encoding's
+// StreamAttend with the same options instead.
 func (a *Attention) fwdStream(site *posenc.Site, xq, xkv, mask *G.Node) (*G.Node, error) {
 	name := a.Cfg.Name
 	h, dh := site.H, site.DHead
 	a.probs = nil
-	table, idx, err := posenc.StreamBias(a.Cfg.Pos, site)
-	if err != nil {
-		return nil, errors.WithMessagef(err, "attention %s: stream", name)
-	}
-	terms, err := posenc.StreamTermsOf(a.Cfg.Pos, site)
-	if err != nil {
-		return nil, errors.WithMessagef(err, "attention %s: stream", name)
+	attender, own := a.Cfg.Pos.(posenc.StreamAttender) // the encoding streams the attention itself
+	var table *G.Node
+	var idx graph.TileIndexer
+	var terms []graph.StreamTerm
+	var err error
+	if !own {
+		if table, idx, err = posenc.StreamBias(a.Cfg.Pos, site); err != nil {
+			return nil, errors.WithMessagef(err, "attention %s: stream", name)
+		}
+		if terms, err = posenc.StreamTermsOf(a.Cfg.Pos, site); err != nil {
+			return nil, errors.WithMessagef(err, "attention %s: stream", name)
+		}
 	}
 	keyMask, err := a.streamKeyMask(mask, site.B, site.TK)
 	if err != nil {
@@ -255,7 +263,12 @@ func (a *Attention) fwdStream(site *posenc.Site, xq, xkv, mask *G.Node) (*G.Node
 	if s, ok := a.Cfg.Pos.(posenc.Scaler); ok {
 		opts.Scale = s.Scale(dh)
 	}
-	out, err := graph.StreamAttention(q, k, v, opts) // [B, Tq, d]
+	var out *G.Node
+	if own {
+		out, err = attender.StreamAttend(site, q, k, v, opts) // [B, Tq, d]
+	} else {
+		out, err = graph.StreamAttention(q, k, v, opts) // [B, Tq, d]
+	}
 	if err != nil {
 		return nil, errors.Wrapf(err, "attention %s: stream", name)
 	}

@@ -98,20 +98,33 @@ func runLMProbed(t *testing.T, cfg Config, weights map[string][]float64, data []
 }
 
 // TestStreamErrors: with Stream, an encoding with content-position terms
-// that is not a posenc.StreamTermer (cope) and a mask that is not a constant key-padding mask [B, 1, 1, Tk] are
+// that is not a posenc.StreamTermer (a combination) and a mask that is not a constant key-padding mask [B, 1, 1, Tk] are
 // errors naming the problem; a constant key-padding mask gives the
 // materialised attention's result.
 func TestStreamErrors(t *testing.T) {
-	for _, pos := range []string{"cope"} {
-		cfg := tinyConfig(pos)
-		cfg.Stream = true
-		g := G.NewGraph()
-		lm, err := NewLM(g, graph.NewParams(tensor.Float64, 1), cfg)
-		if err == nil {
-			_, err = lm.Fwd(ids(g, rand.New(rand.NewSource(1)), 2, 4))
+	// Every registered line encoding streams (the harness checks each);
+	// a combination with terms is not a StreamTermer and is refused.
+	var parts []posenc.Encoding
+	for _, name := range []string{"shaw", "t5"} {
+		e, err := posenc.New(name, posenc.Options{}.Defaults())
+		if err != nil {
+			t.Fatal(err)
 		}
-		if err == nil || !strings.Contains(err.Error(), pos+" adds content-position terms") {
-			t.Errorf("%s with Stream: error %v, want one naming its terms", pos, err)
+		parts = append(parts, e)
+	}
+	comb, err := posenc.NewCombined(parts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	{
+		g := G.NewGraph()
+		a, err := NewAttention(g, graph.NewParams(tensor.Float64, 1), AttentionConfig{Name: "attn", D: 8, Heads: 2, InitStd: 0.5, Causal: true, Pos: comb, Stream: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := input(g, tensor.Float64, rand.New(rand.NewSource(3)), "x", 2, 4, 8)
+		if _, err = a.Fwd(x, nil, posenc.Span{TQ: 4, TK: 4}, nil); err == nil || !strings.Contains(err.Error(), "shaw+t5 adds content-position terms") {
+			t.Errorf("shaw+t5 with Stream: error %v, want one naming its terms", err)
 		}
 	}
 

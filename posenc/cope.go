@@ -77,6 +77,10 @@ func init() {
 // CoPE is causal only (the count runs from the key to the query; future
 // keys would need gates of their own): ScoreTerms returns an error naming
 // the encoding for a bidirectional site.
+//
+// With layers' Stream, CoPE is a StreamAttender: StreamAttend computes the
+// same attention with graph.StreamCoPE (gates carried across key tiles,
+// backward by recomputation), without any [B, H, TQ, TK] tensor.
 type CoPE struct {
 	// NPos is npos, the number of positions of the table (> 0).
 	NPos int

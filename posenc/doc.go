@@ -12,6 +12,8 @@
 //	ScoreBiaser    content-free additive score bias      [B|1, H|1, Tq, Tk]
 //	ValueTermer    terms added to the attention output   [B, H, Tq, dh]
 //	AfterBlocker   transforms the hidden states between blocks [B, T, d]
+//	StreamAttender computes the streaming attention itself  [B, T, H*dv]
+//	               (layers' Stream; cope, whose gates a table bias cannot express)
 //
 // Positions are explicit: a Span places query i at QStart+i and key j at
 // KStart+j, so cross-attention (Tq != Tk), memory segments and offsets need no

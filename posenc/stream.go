@@ -14,12 +14,12 @@ import (
 // It returns nil, nil, nil for an encoding that adds no score bias (nil,
 // none, the absolute encodings, rope and its scalings, xpos: their work is
 // done by InputAdder or QKTransformer, which still apply before the
-// attention; and the StreamTermers shaw, xl and deberta, whose terms
-// StreamTermsOf gives). It returns an error naming the encoding for an
-// encoding with score or value terms that is not a StreamTermer
-// (ScoreTermer, ValueTermer: "<enc> adds content-position terms; the
-// streaming attention serves score biases and the terms of StreamTermers
-// only"), for a ScoreBiaser that is not a TableBiaser, and when e's
+// attention; the StreamTermers shaw, xl and deberta, whose terms
+// StreamTermsOf gives; and the StreamAttenders, cope, which stream the
+// attention themselves). It returns an error naming the encoding for an
+// encoding with score or value terms that is neither (ScoreTermer,
+// ValueTermer: "<enc> adds content-position terms; the streaming attention
+// serves ..."), for a ScoreBiaser that is not a TableBiaser, and when e's
 // BiasTable or BiasIndex refuses the site (e.g. alibi or kerple on real
 // positions). The indexer's rows are checked against the table by the op
 // when it runs.
@@ -70,8 +70,10 @@ type StreamTermer interface {
 func streamTermsServed(e Encoding) error {
 	_, terms := e.(ScoreTermer)
 	_, values := e.(ValueTermer)
-	if _, ok := e.(StreamTermer); (terms || values) && !ok {
-		return errors.Errorf("posenc: %s adds content-position terms; the streaming attention serves score biases and the terms of StreamTermers (shaw, xl, deberta) only", e.Name())
+	_, termer := e.(StreamTermer)
+	_, attender := e.(StreamAttender)
+	if (terms || values) && !termer && !attender {
+		return errors.Errorf("posenc: %s adds content-position terms; the streaming attention serves score biases, the terms of StreamTermers (shaw, xl, deberta) and the StreamAttenders (cope) only", e.Name())
 	}
 	return nil
 }
