@@ -247,6 +247,15 @@ func TestConfigJSONAndMismatch(t *testing.T) {
 	if ch := cfg.Changes(o); len(ch) != 2 || ch[0] != "steps 99 -> 6" || ch[1] != "lr 0.001 -> 0.002" {
 		t.Errorf("changes %q", ch)
 	}
+	// A checkpoint trained without the streaming attention resumes with it.
+	o = cfg
+	o.Model.Stream = true
+	if err := cfg.Mismatch(o); err != nil {
+		t.Errorf("stream: %v", err)
+	}
+	if ch := cfg.Changes(o); len(ch) != 1 || ch[0] != "stream true -> false" {
+		t.Errorf("changes %q", ch)
+	}
 	o = cfg
 	o.Seed = 7
 	wantErr(t, cfg.Mismatch(o), "seed=7")

@@ -232,13 +232,14 @@ func (c Config) Resolved() Config {
 // ResumeRules lists what a resumed run may change with respect to its
 // checkpoint: Refused fields (the model, batch, seq-len, seed, dtype, and
 // the corpus, checked by hash) must be equal; Allowed fields (the length of
-// the run, the learning-rate schedule, the optimizer settings, clipping
-// and evaluation) take this run's values and are listed in the log when
+// the run, the learning-rate schedule, the optimizer settings, clipping,
+// evaluation, and Model.Stream, which changes how the attention is computed
+// but not the model) take this run's values and are listed in the log when
 // they differ. Names are the kebab-case option names (fields.Walk).
 var ResumeRules = struct{ Allowed, Refused []string }{
 	Allowed: []string{"steps", "lr", "warmup", "floor-frac", "beta1", "beta2", "adam-eps", "weight-decay", "clip-norm",
-		"eval-every", "eval-batch"},
-	Refused: []string{"every model option (vocab, d-model, heads, layers, ffn, eps, init-std, causal, pos and every position-encoding option)",
+		"eval-every", "eval-batch", "stream"},
+	Refused: []string{"every model option but stream (vocab, d-model, heads, layers, ffn, eps, init-std, causal, pos and every position-encoding option)",
 		"batch", "seq-len", "seed", "dtype", "corpus (SHA-256 of its bytes)"},
 }
 
