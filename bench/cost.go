@@ -1,7 +1,7 @@
 package main
 
 import (
-		"bytes"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
