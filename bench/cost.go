@@ -397,7 +397,7 @@ func runCost(o options, w io.Writer) error {
 			if est, over := estimatePeak(res, p.pos, p.side, p.mode, p.t); over != "" {
 				c.Status, c.Reason = cellSkipped, over
 			} else if est > float64(limit) {
-				c.Status, c.Reason = cellSkipped, fmt.Sprintf("estimated peak RSS %.1f GiB (from the smaller T) > -mem-limit %.1f GiB", est/(1<<30), co.memLimit)
+				c.Status, c.Reason = cellSkipped, fmt.Sprintf("estimated peak RSS %.3g GiB (from the smaller T) > -mem-limit %.3g GiB", est/(1<<30), co.memLimit)
 			} else {
 				runCell(o, self, cfgFile, c, limit)
 				ran += wt
@@ -466,7 +466,7 @@ func runCell(o options, self, cfgFile string, c *costCell, limit uint64) {
 	switch {
 	case seen > limit:
 		c.Status = cellOverLimit
-		c.Reason = fmt.Sprintf("killed at RSS %.1f GiB > -mem-limit %.1f GiB", float64(seen)/(1<<30), o.costOpts.memLimit)
+		c.Reason = fmt.Sprintf("killed at RSS %.3g GiB > -mem-limit %.3g GiB", float64(seen)/(1<<30), o.costOpts.memLimit)
 		c.PeakRSS = seen
 		return
 	case err != nil:

@@ -480,6 +480,16 @@ func linePlot(series []Series, o LineOptions) (*plot.Plot, error) {
 		p.Legend.Add("y = x", d)
 		named = true
 	}
+	// A log axis over one value (gonum/plot would pad it by ±1, below
+	// zero for a value under 1): a factor of 2 either side.
+	for _, ax := range []struct {
+		log bool
+		a   *plot.Axis
+	}{{o.LogX, &p.X}, {o.LogY, &p.Y}} {
+		if ax.log && ax.a.Min == ax.a.Max {
+			ax.a.Min, ax.a.Max = ax.a.Min/2, ax.a.Max*2
+		}
+	}
 	if named {
 		p.Legend.Top = !o.LegendBottom
 		p.Legend.Left = o.LegendLeft

@@ -231,6 +231,10 @@ func TestLogLogGrid(t *testing.T) {
 	if ts := fixedTicks(x).Ticks(1, 1e4); len(ts) != 4 || ts[0].Label != "512" || ts[3].Value != 4096 {
 		t.Errorf("fixed ticks %v", ts)
 	}
+	// One point below 1 on both log axes.
+	if _, err := LogLogGrid([][]Series{{{X: []float64{0.5}, Y: []float64{0.25}}}}, nil, 1, LineOptions{}); err != nil {
+		t.Errorf("one point: %v", err)
+	}
 	bad := [][]Series{{{X: []float64{0, 1}, Y: []float64{1, 2}}}}
 	if _, err := LogLogGrid(bad, nil, 1, LineOptions{}); err == nil || !strings.Contains(err.Error(), "x[0] = 0 on a log axis") || !strings.Contains(err.Error(), "panel 0") {
 		t.Errorf("x = 0 on a log axis: error %v", err)
