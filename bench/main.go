@@ -20,6 +20,7 @@
 //	go run ./bench -pos rope,alibi -steps 30 -rounds 3
 //	go run -tags purego ./bench    # pure-Go BLAS
 //	go run ./bench -eval           # evaluation at 8L: forward ms/token and peak RSS, Go vs PyTorch
+//	go run ./bench -cost -preset quick  # time and memory over T at batch 1, fwd and train (bench/README.md)
 //
 // The PyTorch side is bench/torch_bench.py run by Debian's /usr/bin/python3
 // (python3-torch 1.13); -python names another interpreter, -go-only skips it.
