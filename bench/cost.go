@@ -462,12 +462,17 @@ func runCell(o options, self, cfgFile string, c *costCell, limit uint64) {
 			"--B", strconv.Itoa(o.shape.Batch), "--T", strconv.Itoa(c.T), "--threads-list", strings.Join(pyth, ","),
 			"--warmup", strconv.Itoa(warmup), "--steps", strconv.Itoa(passes))
 	}
-	rep, seen, err := runWatched(cmd, limit)
+	rep, seen, killed, err := runWatched(cmd, limit)
 	switch {
-	case seen > limit:
+	case killed:
 		c.Status = cellOverLimit
 		c.Reason = fmt.Sprintf("killed at RSS %.3g GiB > -mem-limit %.3g GiB", float64(seen)/(1<<30), o.costOpts.memLimit)
 		c.PeakRSS = seen
+		return
+	case err == nil && max(seen, rep.PeakRSS) > limit: // ended before the watchdog could kill it
+		c.Status = cellOverLimit
+		c.Reason = fmt.Sprintf("peak RSS %.3g GiB > -mem-limit %.3g GiB", float64(max(seen, rep.PeakRSS))/(1<<30), o.costOpts.memLimit)
+		c.PeakRSS = max(seen, rep.PeakRSS)
 		return
 	case err != nil:
 		c.Status, c.Reason = cellError, err.Error()
@@ -487,16 +492,16 @@ const watchInterval = 20 * time.Millisecond
 
 // runWatched runs cmd, reading its RSS every watchInterval and killing it
 // when the RSS exceeds limit bytes (limit 0: no limit); it returns the
-// report of its last output line, and the largest RSS seen (above limit
-// when killed).
-func runWatched(cmd *exec.Cmd, limit uint64) (evalReport, uint64, error) {
-	var rep evalReport
+// report of its last output line, the largest RSS seen, and whether it
+// killed the process (then there is no report and no error).
+func runWatched(cmd *exec.Cmd, limit uint64) (rep evalReport, seen uint64, killed bool, err error) {
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, io.MultiWriter(os.Stderr, &stderr)
 	if err := cmd.Start(); err != nil {
-		return rep, 0, errors.Wrapf(err, "starting %s", cmd.Path)
+		return rep, 0, false, errors.Wrapf(err, "starting %s", cmd.Path)
 	}
-	var seen atomic.Uint64
+	var rss atomic.Uint64
+	var kill atomic.Bool
 	stop := make(chan struct{})
 	watched := make(chan struct{})
 	go func() {
@@ -505,9 +510,10 @@ func runWatched(cmd *exec.Cmd, limit uint64) (evalReport, uint64, error) {
 		tick := time.NewTicker(watchInterval)
 		defer tick.Stop()
 		for {
-			if rss, ok := study.ProcStatusOf(pid, "VmRSS"); ok && rss > seen.Load() {
-				seen.Store(rss)
-				if limit > 0 && rss > limit {
+			if r, ok := study.ProcStatusOf(pid, "VmRSS"); ok && r > rss.Load() {
+				rss.Store(r)
+				if limit > 0 && r > limit {
+					kill.Store(true)
 					cmd.Process.Kill()
 					return
 				}
@@ -519,27 +525,28 @@ func runWatched(cmd *exec.Cmd, limit uint64) (evalReport, uint64, error) {
 			}
 		}
 	}()
-	err := cmd.Wait()
+	err = cmd.Wait()
 	close(stop)
 	<-watched
-	if limit > 0 && seen.Load() > limit {
-		return rep, seen.Load(), nil
+	seen = rss.Load()
+	if kill.Load() {
+		return rep, seen, true, nil
 	}
 	if err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
 			msg = msg[i+1:]
 		}
-		return rep, seen.Load(), errors.Wrapf(err, "%s: %s", filepath.Base(cmd.Args[0]), msg)
+		return rep, seen, false, errors.Wrapf(err, "%s: %s", filepath.Base(cmd.Args[0]), msg)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &rep); err != nil {
-		return rep, seen.Load(), errors.Wrapf(err, "%s: reading its report %q", strings.Join(cmd.Args, " "), lines[len(lines)-1])
+		return rep, seen, false, errors.Wrapf(err, "%s: reading its report %q", strings.Join(cmd.Args, " "), lines[len(lines)-1])
 	}
 	if rep.Error != "" {
-		return rep, seen.Load(), errors.New(rep.Error)
+		return rep, seen, false, errors.New(rep.Error)
 	}
-	return rep, seen.Load(), nil
+	return rep, seen, false, nil
 }
 
 // costArgs rewrites -seq (the trainer's alias of -seq-len) to -cost-seq,
