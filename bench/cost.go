@@ -120,11 +120,11 @@ type costCell struct {
 func (c *costCell) key() string { return fmt.Sprintf("%s/%s/%s/%d", c.Pos, c.Side, c.Mode, c.T) }
 
 // finished reports whether c need not run again under a limit of limit
-// GiB: ok, n/a and error cells are kept, an over-limit cell is kept unless
-// the limit has grown, a skipped cell is decided again.
+// GiB: ok and n/a cells are kept, an over-limit cell is kept unless the
+// limit has grown, a skipped or failed cell is run again.
 func (c *costCell) finished(limit float64) bool {
 	switch c.Status {
-	case cellOK, cellNA, cellError:
+	case cellOK, cellNA:
 		return true
 	case cellOverLimit:
 		return c.LimitGiB >= limit
@@ -537,7 +537,7 @@ func runWatched(cmd *exec.Cmd, limit uint64) (rep evalReport, seen uint64, kille
 		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
 			msg = msg[i+1:]
 		}
-		return rep, seen, false, errors.Wrapf(err, "%s: %s", filepath.Base(cmd.Args[0]), msg)
+		return rep, seen, false, errors.Errorf("%s (%v)", strings.TrimPrefix(msg, "bench: "), err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &rep); err != nil {

@@ -225,3 +225,19 @@ func TestCostFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestTrainChildLong runs one training step at T = 6600 (tiny model,
+// streamed): the child's corpus must leave a whole window to the
+// trainer's validation part (the last 10%), which 4·(T+1) bytes did not.
+func TestTrainChildLong(t *testing.T) {
+	sh := Shape{Batch: 1, Seq: 6600, DModel: 16, Heads: 2, Layers: 1, FFN: 32, Vocab: 256}
+	sh.Base = benchBase()
+	sh.Base.Model.Stream = true
+	var buf strings.Builder
+	if err := trainChild(&buf, sh, "alibi", []int{2}, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), `"2t":[`) {
+		t.Fatalf("report %s", buf.String())
+	}
+}

@@ -71,7 +71,9 @@ func evalChild(w io.Writer, sh Shape, pos string, threads []int, warmup, passes 
 // an evalReport to w as evalChild does.
 func trainChild(w io.Writer, sh Shape, pos string, threads []int, warmup, passes int) error {
 	return measureChild(w, threads, warmup, passes, func() (func() (float64, error), func(), error) {
-		r, err := newGoRunnerCorpus(sh, pos, max(1<<16, 4*(sh.Seq+1)))
+		// The trainer keeps the last 10% of the corpus for validation,
+		// which must hold a window.
+		r, err := newGoRunnerCorpus(sh, pos, max(1<<16, 16*(sh.Seq+1)))
 		if err != nil {
 			return nil, nil, err
 		}
