@@ -129,3 +129,19 @@ func BenchmarkEval8L(b *testing.B) {
 		})
 	}
 }
+
+// TestStreamKeepsPyTorch: -stream is how the Go side computes attention,
+// not a model option, so -eval -stream keeps the PyTorch side; a real model
+// option still needs -go-only.
+func TestStreamKeepsPyTorch(t *testing.T) {
+	o, err := parseFlags([]string{"-eval", "-stream"})
+	if err != nil {
+		t.Fatalf("-eval -stream: %v", err)
+	}
+	if o.goOnly || !o.shape.Base.Model.Stream {
+		t.Fatalf("-eval -stream: go-only %v, stream %v", o.goOnly, o.shape.Base.Model.Stream)
+	}
+	if _, err := parseFlags([]string{"-eval", "-t5-max-distance", "64"}); err == nil || !strings.Contains(err.Error(), "-go-only") {
+		t.Fatalf("-eval -t5-max-distance 64: error %v, want one asking for -go-only", err)
+	}
+}

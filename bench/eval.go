@@ -45,32 +45,72 @@ type evalReport struct {
 // then for each thread count runs warmup untimed and passes timed forward
 // passes over random bytes, and writes an evalReport to w.
 func evalChild(w io.Writer, sh Shape, pos string, threads []int, warmup, passes int) error {
+	return measureChild(w, threads, warmup, passes, func() (func() (float64, error), func(), error) {
+		c := sh.config(pos)
+		p := graph.NewParams(c.Dtype, c.Seed)
+		ev, err := trainer.NewEvaluator(p, c.Model, sh.Batch, sh.Seq)
+		if err != nil {
+			return nil, nil, err
+		}
+		rng := rand.New(rand.NewSource(7))
+		data := make([]byte, sh.Batch*sh.Seq+1)
+		for i := range data {
+			data[i] = byte(rng.Intn(256))
+		}
+		pass := func() (float64, error) {
+			res, err := ev.Eval(data, 0, 0)
+			return res.Nats, err
+		}
+		return pass, func() { ev.Close() }, nil
+	})
+}
+
+// trainChild is the Go side of a training cell of -cost (`bench -eval-child
+// -child-mode train`): each pass is one training step of the trainer of pos
+// for sh (forward, backward, clipping, AdamW) on a random corpus; it writes
+// an evalReport to w as evalChild does.
+func trainChild(w io.Writer, sh Shape, pos string, threads []int, warmup, passes int) error {
+	return measureChild(w, threads, warmup, passes, func() (func() (float64, error), func(), error) {
+		// The trainer keeps the last 10% of the corpus for validation,
+		// which must hold a window.
+		r, err := newGoRunnerCorpus(sh, pos, max(1<<16, 16*(sh.Seq+1)))
+		if err != nil {
+			return nil, nil, err
+		}
+		pass := func() (float64, error) {
+			res, err := r.tr.TrainStep()
+			return res.Loss, err
+		}
+		return pass, r.close, nil
+	})
+}
+
+// measureChild measures one side's process for one encoding: it records
+// the RSS, resets the peak RSS, calls build (which returns one pass, and a
+// function releasing what build made), then for each thread count runs
+// warmup untimed and passes timed passes, and writes an evalReport (pass
+// times per "<n>t", the RSS before build, the peak RSS, the last pass's
+// loss) to w.
+func measureChild(w io.Writer, threads []int, warmup, passes int, build func() (pass func() (float64, error), release func(), err error)) error {
 	rep := evalReport{Times: map[string][]float64{}}
 	debug.FreeOSMemory()
 	rep.BaseRSS, _ = study.ProcStatus("VmRSS")
 	// Reset VmHWM to the current RSS (Linux >= 4.0); the peak then covers
-	// the model, the evaluation graph and the passes.
+	// the model, the graph and the passes.
 	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
 
-	c := sh.config(pos)
-	p := graph.NewParams(c.Dtype, c.Seed)
-	ev, err := trainer.NewEvaluator(p, c.Model, sh.Batch, sh.Seq)
+	pass, release, err := build()
 	if err != nil {
 		return err
 	}
-	defer ev.Close()
-	rng := rand.New(rand.NewSource(7))
-	data := make([]byte, sh.Batch*sh.Seq+1)
-	for i := range data {
-		data[i] = byte(rng.Intn(256))
-	}
+	defer release()
 	maxProcs := runtime.GOMAXPROCS(0)
 	defer setGoThreads(maxProcs)
 	for _, th := range threads {
 		setGoThreads(th)
 		for i := 0; i < warmup+passes; i++ {
 			t0 := time.Now()
-			res, err := ev.Eval(data, 0, 0)
+			loss, err := pass()
 			if err != nil {
 				return err
 			}
@@ -78,7 +118,7 @@ func evalChild(w io.Writer, sh Shape, pos string, threads []int, warmup, passes 
 				key := fmt.Sprintf("%dt", th)
 				rep.Times[key] = append(rep.Times[key], time.Since(t0).Seconds())
 			}
-			rep.Loss = res.Nats
+			rep.Loss = loss
 		}
 	}
 	rep.PeakRSS, _ = study.ProcStatus("VmHWM")

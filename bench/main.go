@@ -20,6 +20,7 @@
 //	go run ./bench -pos rope,alibi -steps 30 -rounds 3
 //	go run -tags purego ./bench    # pure-Go BLAS
 //	go run ./bench -eval           # evaluation at 8L: forward ms/token and peak RSS, Go vs PyTorch
+//	go run ./bench -cost -preset quick  # time and memory over T at batch 1, fwd and train (bench/README.md)
 //
 // The PyTorch side is bench/torch_bench.py run by Debian's /usr/bin/python3
 // (python3-torch 1.13); -python names another interpreter, -go-only skips it.
@@ -40,6 +41,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -59,6 +61,8 @@ type options struct {
 	markdown              bool
 	shape                 Shape
 	eval, evalChild       bool
+	cost                  bool
+	costOpts              costOptions
 }
 
 // sample is the timed steps of one side, encoding and thread count.
@@ -90,10 +94,16 @@ func main() {
 	}
 	run := run
 	switch {
+	case o.evalChild && o.costOpts.childMode == "train":
+		run = func(o options, w io.Writer) error {
+			return trainChild(w, o.shape, o.pos[0], o.threads, o.warmup, o.steps)
+		}
 	case o.evalChild:
 		run = func(o options, w io.Writer) error {
 			return evalChild(w, o.shape, o.pos[0], o.threads, o.warmup, o.steps)
 		}
+	case o.cost:
+		run = runCost
 	case o.eval:
 		run = runEval
 	}
@@ -120,10 +130,28 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.fast, "fast", false, "quick run: 5 steps, 1 warm-up step, 1 round")
 	fs.BoolVar(&o.markdown, "md", false, "print the table as Markdown")
 	fs.BoolVar(&o.eval, "eval", false, "benchmark evaluation instead of training: forward passes at 8L (default -batch 4 -seq-len 512), time and peak memory")
-	fs.BoolVar(&o.evalChild, "eval-child", false, "internal: the Go side of -eval for one encoding")
+	fs.BoolVar(&o.evalChild, "eval-child", false, "internal: the Go side of -eval (and of a -cost cell) for one encoding")
+	co := &o.costOpts
+	var modes, seqs, redo string
+	var memLimit float64
+	fs.BoolVar(&o.cost, "cost", false, "time and memory cost of every encoding over T at batch 1, Go vs PyTorch (see bench/README.md)")
+	fs.StringVar(&co.preset, "preset", "full", "-cost: full (every trainable line encoding, T 512..16384) or quick (rope, alibi, t5 at 512, 1024)")
+	fs.StringVar(&modes, "modes", "fwd,train", "-cost: fwd (forward, no gradient) and/or train (forward + backward + AdamW step)")
+	fs.StringVar(&seqs, "cost-seq", "", "-cost: lengths T to measure, comma-separated (with -cost, -seq is this flag; default: the preset's)")
+	fs.StringVar(&co.stream, "cost-stream", "auto", "-cost: streaming attention on the Go side: auto (where the encoding supports it), true, false")
+	fs.Float64Var(&memLimit, "mem-limit", 8, "-cost: GiB per measured process; a process above it is killed, a cell estimated above it is skipped")
+	fs.StringVar(&co.out, "out", "", "-cost: output directory (default runs/cost/<preset>)")
+	fs.StringVar(&redo, "redo", "", "-cost: encodings to measure again, comma-separated (the other finished cells are kept)")
+	fs.BoolVar(&co.render, "render", false, "-cost: render the tables and the plot from results.json only")
+	fs.StringVar(&co.childMode, "child-mode", "fwd", "internal: with -eval-child, fwd or train")
+	if slices.Contains(args, "-cost") || slices.Contains(args, "--cost") || slices.Contains(args, "-cost=true") {
+		args = costArgs(args)
+	}
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	explicit := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
 	cfg, err := cf.Resolve()
 	if err != nil {
 		return o, fmt.Errorf("bench: %v", err)
@@ -144,6 +172,23 @@ func parseFlags(args []string) (options, error) {
 		if !cf.Explicit("seq-len") {
 			o.shape.Seq = EvalShape().Seq
 		}
+	}
+	if o.cost {
+		if err := o.costFlags(cf, explicit, modes, seqs, redo, memLimit); err != nil {
+			return o, err
+		}
+		if !explicit["threads"] {
+			threads = "2"
+		}
+		if !explicit["pythreads"] {
+			pyth = "2+1"
+		}
+		if !cf.Explicit("pos") {
+			pos = strings.Join(costPresets[co.preset].pos, ",")
+		}
+	}
+	if co.childMode != "fwd" && co.childMode != "train" {
+		return o, fmt.Errorf("bench: -child-mode %q, want fwd or train", co.childMode)
 	}
 	if d := refOptions(cfg); len(d) > 0 && !o.goOnly && !o.evalChild {
 		return o, fmt.Errorf("bench: the PyTorch side runs the reference options only, and these differ: %s; add -go-only to time the Go side alone",

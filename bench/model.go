@@ -81,14 +81,17 @@ func (s Shape) config(pos string) trainer.Config {
 	return c
 }
 
-// refOptions returns the model options of c (other than the geometry and the
-// encoding) that differ from the reference, as "name=value", using the
+// refOptions returns the model options of c (other than the geometry, the
+// encoding and the Go side's Stream) that differ from the reference, as "name=value", using the
 // option names of the flags: the PyTorch side cannot run them.
 func refOptions(c trainer.Config) []string {
 	ref := benchBase().Model
 	got := c.Model
 	for _, m := range []*layers.Config{&ref, &got} {
 		m.DModel, m.Heads, m.Layers, m.FFN, m.Pos, m.PosOpts.MaxLen = 0, 0, 0, 0, "", 0
+		// Stream is how the Go side computes the attention, not a model
+		// option: PyTorch still runs (it materialises).
+		m.Stream = false
 	}
 	a, _ := fields.Walk(&ref)
 	b, _ := fields.Walk(&got)
@@ -121,7 +124,12 @@ type goRunner struct {
 }
 
 func newGoRunner(s Shape, pos string) (*goRunner, error) {
-	c, err := randomCorpus(1 << 16)
+	return newGoRunnerCorpus(s, pos, 1<<16)
+}
+
+// newGoRunnerCorpus is newGoRunner on a random corpus of n bytes.
+func newGoRunnerCorpus(s Shape, pos string, n int) (*goRunner, error) {
+	c, err := randomCorpus(n)
 	if err != nil {
 		return nil, err
 	}

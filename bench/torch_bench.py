@@ -252,14 +252,22 @@ class Model:
         return logits, F.cross_entropy(logits, targets)
 
 
-def make_cfg(pos, B, T, d, heads, layers, ff, vocab=256, opts=None):
-    o = dict(DEFAULT_OPTS)
-    o.update(opts or {})
-    enc = {"none": {}, "sinusoidal": {"base": o["base"]}, "learned": {"max_len": o["max_len"]},
+def encoding_opts(o):
+    """The options of every encoding this script implements, from o."""
+    return {"none": {}, "sinusoidal": {"base": o["base"]}, "learned": {"max_len": o["max_len"]},
            "shaw": {"K": o["K"]}, "shaw-scalar": {"K": o["K"]}, "t5": {"num_buckets": o["num_buckets"], "max_distance": o["max_distance"]},
            "xl": {"base": o["base"]}, "deberta": {"bucket_size": o["bucket_size"], "max_position": o["max_position"]},
            "rope": {"pairing": o["pairing"], "rotary_fraction": o["rotary_fraction"], "base": o["base"]},
            "alibi": {}}
+
+
+ENCODINGS = list(encoding_opts(DEFAULT_OPTS))
+
+
+def make_cfg(pos, B, T, d, heads, layers, ff, vocab=256, opts=None):
+    o = dict(DEFAULT_OPTS)
+    o.update(opts or {})
+    enc = encoding_opts(o)
     if pos not in enc:
         raise ValueError(f"unknown encoding {pos!r} (valid: {', '.join(enc)})")
     cfg = dict(vocab=vocab, d=d, heads=heads, layers=layers, ff=ff, B=B, T=T, causal=True,
@@ -271,7 +279,7 @@ def make_cfg(pos, B, T, d, heads, layers, ff, vocab=256, opts=None):
 class Runner:
     """A model, its optimizer and a random byte corpus for one configuration."""
 
-    def __init__(self, cfg, seed=1):
+    def __init__(self, cfg, seed=1, corpus_len=1 << 16):
         self.cfg = cfg
         self.model = Model(cfg, seed=seed)
         decay = [p for n, p in self.model.P.items() if decays(n)]
@@ -280,7 +288,7 @@ class Runner:
                                       {"params": rest, "weight_decay": 0.0}],
                                      lr=2e-3, betas=(0.9, 0.99), eps=1e-8)
         g = torch.Generator().manual_seed(seed)
-        self.corpus = torch.randint(0, cfg["vocab"], (1 << 16,), generator=g)
+        self.corpus = torch.randint(0, cfg["vocab"], (corpus_len,), generator=g)
         self.gen = g
 
     def batch(self):
@@ -422,11 +430,15 @@ def proc_status(field):
     return 0
 
 
-def eval_report(pos, B, T, threads_list, warmup, passes):
-    """The PyTorch side of go run ./bench -eval, in a fresh process: forward
-    passes (torch.no_grad, loss included) of B windows of T tokens; the pass
-    times per thread configuration, the RSS before the model is built and the
-    peak RSS (VmHWM, reset through clear_refs) from then on."""
+def eval_report(pos, B, T, threads_list, warmup, passes, mode="fwd"):
+    """The PyTorch side of go run ./bench -eval (and of a -cost cell), in a
+    fresh process: passes of B windows of T tokens, each a forward pass
+    (torch.no_grad, loss included) with mode "fwd", or a training step
+    (forward, backward, clipping, AdamW; Runner.step) with mode "train"; the
+    pass times per thread configuration, the RSS before the model is built and
+    the peak RSS (VmHWM, reset through clear_refs) from then on."""
+    if mode not in ("fwd", "train"):
+        raise ValueError(f"unknown mode {mode!r} (valid: fwd, train)")
     base = proc_status("VmRSS")
     try:
         with open("/proc/self/clear_refs", "w") as f:
@@ -434,21 +446,29 @@ def eval_report(pos, B, T, threads_list, warmup, passes):
     except OSError:
         pass
     cfg = make_cfg(pos, B=B, T=T, d=128, heads=4, layers=2, ff=512, opts=dict(max_len=T))
-    m = Model(cfg)
-    g = torch.Generator().manual_seed(7)
-    ids = torch.randint(0, 256, (B, T), generator=g)
-    tg = torch.randint(0, 256, (B * T,), generator=g)
+    if mode == "train":
+        r = Runner(cfg, corpus_len=max(1 << 16, 4 * (T + 1)))
+
+        def one_pass():
+            return r.step()[0]
+    else:
+        m = Model(cfg)
+        g = torch.Generator().manual_seed(7)
+        ids = torch.randint(0, 256, (B, T), generator=g)
+        tg = torch.randint(0, 256, (B * T,), generator=g)
+
+        def one_pass():
+            with torch.no_grad():
+                return m.forward(ids, tg)[1].item()
     times, loss = {}, 0.0
-    with torch.no_grad():
-        for conf in threads_list.split(","):
-            aten, blas = (int(x) for x in conf.split("+"))
-            set_threads(aten, blas)
-            for i in range(warmup + passes):
-                t0 = time.perf_counter()
-                _, l = m.forward(ids, tg)
-                loss = l.item()
-                if i >= warmup:
-                    times.setdefault(conf, []).append(time.perf_counter() - t0)
+    for conf in threads_list.split(","):
+        aten, blas = (int(x) for x in conf.split("+"))
+        set_threads(aten, blas)
+        for i in range(warmup + passes):
+            t0 = time.perf_counter()
+            loss = one_pass()
+            if i >= warmup:
+                times.setdefault(conf, []).append(time.perf_counter() - t0)
     return {"times": times, "base_rss": base, "peak_rss": proc_status("VmHWM"), "loss": loss}
 
 
@@ -464,10 +484,15 @@ def main():
     ap.add_argument("--B", type=int, default=4)
     ap.add_argument("--T", type=int, default=512)
     ap.add_argument("--threads-list", default="1+1,2+1")
+    ap.add_argument("--mode", default="fwd", help="with --eval: fwd (forward passes) or train (training steps)")
+    ap.add_argument("--encodings", action="store_true", help="print the encodings implemented here (a JSON list)")
     args = ap.parse_args()
+    if args.encodings:
+        print(json.dumps(ENCODINGS))
+        return 0
     if args.eval:
         try:
-            rep = eval_report(args.pos, args.B, args.T, args.threads_list, args.warmup, args.steps)
+            rep = eval_report(args.pos, args.B, args.T, args.threads_list, args.warmup, args.steps, args.mode)
         except Exception as e:  # reported to the Go side
             rep = {"error": f"{type(e).__name__}: {e}"}
         print(json.dumps(rep))

@@ -104,8 +104,12 @@ func (s *memSampler) Stop() Memory {
 
 // ProcStatus reads a "kB" field of /proc/self/status (VmRSS, VmHWM, ...)
 // in bytes; false where /proc is missing or the field is absent.
-func ProcStatus(field string) (uint64, bool) {
-	f, err := os.Open("/proc/self/status")
+func ProcStatus(field string) (uint64, bool) { return ProcStatusOf("self", field) }
+
+// ProcStatusOf is ProcStatus of /proc/<pid>/status, pid a process id or
+// "self" (false also when the process has ended).
+func ProcStatusOf(pid, field string) (uint64, bool) {
+	f, err := os.Open("/proc/" + pid + "/status")
 	if err != nil {
 		return 0, false
 	}

@@ -61,6 +61,7 @@ func bytesString(b float64) string {
 //	Weights     = 2·P·s                 (values and gradients)
 //	Optimizer   = 4·P·8                 (AdamW moments, float64 copies on save)
 //	Activations = s·(L·(20·N·d + 3·B·H·T² + 4·N·f) + 3·N·V)
+//	              (without the 3·B·H·T² scores with Model.Stream)
 //
 // The activation constants were fitted to the bytes allocated by New and the first update of small float64
 // configurations; the estimate is meant to be right within a factor of 2 (measured: 0.93 to 1.09 on five configurations, d 16 to 128, L 16 to 128).
@@ -80,7 +81,11 @@ func EstimateMemory(cfg Config) MemoryEstimate {
 	}
 	e.Weights = 2 * e.Params * s
 	e.Optimizer = 4 * e.Params * 8
-	e.Activations = s * (l*(actPerTokenD*n*d+actPerScore*b*h*t*t+actPerTokenFFN*n*f) + actPerLogit*n*v)
+	scores := actPerScore * b * h * t * t
+	if m.Stream { // graph.StreamAttention: no [B, H, T, T] tensor
+		scores = 0
+	}
+	e.Activations = s * (l*(actPerTokenD*n*d+scores+actPerTokenFFN*n*f) + actPerLogit*n*v)
 	e.Total = e.Weights + e.Optimizer + e.Activations
 	return e
 }

@@ -58,6 +58,15 @@ func TestCheckMemory(t *testing.T) {
 		f(&c)
 		wantErr(t, CheckMemory(c, 24<<30), "training needs about", "more than the 24.0 GiB available", "reduce batch")
 	}
+	// Batch 1 at 16K tokens: the materialised scores alone are 3·4·2·16384²
+	// floats (25.8 GB); the streaming attention has none.
+	long := DefaultConfig()
+	long.Batch, long.SeqLen = 1, 16384
+	wantErr(t, CheckMemory(long, 24<<30), "training needs about")
+	long.Model.Stream = true
+	if err := CheckMemory(long, 24<<30); err != nil {
+		t.Errorf("16K tokens with Stream in 24 GiB: %v", err)
+	}
 	if _, ok := MemAvailable(); !ok {
 		t.Log("MemAvailable unknown here")
 	}

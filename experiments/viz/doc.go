@@ -1,5 +1,6 @@
 // Package viz draws the figures of the notebooks: heat maps of bias and
-// index matrices, line plots of curves, graphs as node-link diagrams
+// index matrices, line plots of curves (LogLogGrid: log-log small multiples,
+// for costs that grow as a power of the length), graphs as node-link diagrams
 // (DrawGraph, laid out by Layout, nodes coloured by a value such as a
 // learned distance bias), rendered to PNG bytes with
 // gonum.org/v1/plot (notebooks show them inline with GoNB's

@@ -233,6 +233,17 @@ func (logTicks) Ticks(lo, hi float64) []plot.Tick {
 	return ts
 }
 
+// fixedTicks puts a labelled tick at each of its values.
+type fixedTicks []float64
+
+func (f fixedTicks) Ticks(lo, hi float64) []plot.Tick {
+	ts := make([]plot.Tick, len(f))
+	for i, v := range f {
+		ts[i] = plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'g', 6, 64)}
+	}
+	return ts
+}
+
 // flippedTicks labels a negated axis with the values before negation.
 type flippedTicks struct{}
 
@@ -251,6 +262,9 @@ type Series struct {
 	// Points draws markers only (a scatter plot), Step a staircase
 	// (the value holds until the next x) instead of straight segments.
 	Points, Step bool
+	// Style, if set, replaces SeriesStyle(i) for this series (e.g. two
+	// series of one colour, one solid and one dashed).
+	Style *Style
 }
 
 // LineOptions configures Lines. Zero fields take the defaults.
@@ -259,8 +273,12 @@ type LineOptions struct {
 	// Width and Height are the figure's size in pixels (default
 	// DefaultWidth × DefaultHeight).
 	Width, Height int
-	// LogY draws the y axis on a log scale (every value must be positive).
-	LogY bool
+	// LogY draws the y axis on a log scale (every value must be positive),
+	// LogX the x axis.
+	LogY, LogX bool
+	// XTicks, if set, are the only ticks of the x axis, each labelled with
+	// its value (e.g. the measured sequence lengths on a log axis).
+	XTicks []float64
 	// Diagonal adds the line y = x over the data's x range (for comparing
 	// two quantities that should agree, as in a gradient check).
 	Diagonal bool
@@ -390,6 +408,13 @@ func linePlot(series []Series, o LineOptions) (*plot.Plot, error) {
 		p.Y.Scale = plot.LogScale{}
 		p.Y.Tick.Marker = logTicks{}
 	}
+	if o.LogX {
+		p.X.Scale = plot.LogScale{}
+		p.X.Tick.Marker = logTicks{}
+	}
+	if len(o.XTicks) > 0 {
+		p.X.Tick.Marker = fixedTicks(o.XTicks)
+	}
 	named := false
 	xlo, xhi := math.Inf(1), math.Inf(-1)
 	for i, s := range series {
@@ -401,10 +426,16 @@ func linePlot(series []Series, o LineOptions) (*plot.Plot, error) {
 			if o.LogY && !(s.Y[k] > 0) {
 				return nil, errors.Errorf("viz: series %d %q: y[%d] = %g on a log axis", i, s.Name, k, s.Y[k])
 			}
+			if o.LogX && !(s.X[k] > 0) {
+				return nil, errors.Errorf("viz: series %d %q: x[%d] = %g on a log axis", i, s.Name, k, s.X[k])
+			}
 			xy[k].X, xy[k].Y = s.X[k], s.Y[k]
 			xlo, xhi = math.Min(xlo, s.X[k]), math.Max(xhi, s.X[k])
 		}
 		st := SeriesStyle(i)
+		if s.Style != nil {
+			st = *s.Style
+		}
 		var thumbs []plot.Thumbnailer
 		if s.Points {
 			sc, err := plotter.NewScatter(xy)
@@ -449,6 +480,16 @@ func linePlot(series []Series, o LineOptions) (*plot.Plot, error) {
 		p.Legend.Add("y = x", d)
 		named = true
 	}
+	// A log axis over one value (gonum/plot would pad it by ±1, below
+	// zero for a value under 1): a factor of 2 either side.
+	for _, ax := range []struct {
+		log bool
+		a   *plot.Axis
+	}{{o.LogX, &p.X}, {o.LogY, &p.Y}} {
+		if ax.log && ax.a.Min == ax.a.Max {
+			ax.a.Min, ax.a.Max = ax.a.Min/2, ax.a.Max*2
+		}
+	}
 	if named {
 		p.Legend.Top = !o.LegendBottom
 		p.Legend.Left = o.LegendLeft
@@ -476,4 +517,14 @@ func IntRange(start, end int) []float64 {
 		return nil
 	}
 	return seq(float64(start), end-start+1)
+}
+
+// LogLogGrid draws small multiples of log-log line plots (LineGrid with
+// o.LogX and o.LogY set), for quantities that grow as a power of x: a
+// power law y = c·x^k is a straight line of slope k. Panels, titles, cols
+// and o are as for LineGrid; every x and y value must be positive. Name the
+// series of one panel only to draw a single legend.
+func LogLogGrid(panels [][]Series, titles []string, cols int, o LineOptions) ([]byte, error) {
+	o.LogX, o.LogY = true, true
+	return LineGrid(panels, titles, cols, o)
 }

@@ -3,6 +3,7 @@ package viz
 import (
 	"bytes"
 	"image"
+	"image/color"
 	"image/png"
 	"math"
 	"math/rand"
@@ -184,6 +185,59 @@ func TestLines(t *testing.T) {
 	}
 	if x := Ints([]int{3, -1}); x[0] != 3 || x[1] != -1 {
 		t.Errorf("Ints = %v", x)
+	}
+}
+
+// TestLogLogGrid draws log-log panels with fixed x ticks and a series
+// style override (a pure green line appears only with the override), and
+// checks that a non-positive x is refused on the log axis.
+func TestLogLogGrid(t *testing.T) {
+	x := []float64{512, 1024, 2048, 4096}
+	green := &Style{Color: color.RGBA{G: 255, A: 255}}
+	panels := func(st *Style) [][]Series {
+		return [][]Series{
+			{{Name: "T^2", X: x, Y: []float64{1, 4, 16, 64}, Style: st}, {X: x, Y: []float64{1, 2, 4, 8}}},
+			{{X: x, Y: []float64{3, 3, 3, 3}}},
+		}
+	}
+	greens := func(b []byte) int {
+		img := decode(t, b)
+		n := 0
+		for y := img.Bounds().Min.Y; y < img.Bounds().Max.Y; y++ {
+			for x := img.Bounds().Min.X; x < img.Bounds().Max.X; x++ {
+				r, g, b, _ := img.At(x, y).RGBA()
+				if g > 0xf000 && r < 0x1000 && b < 0x1000 {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	o := LineOptions{XTicks: x, Width: 600, Height: 300}
+	with, err := LogLogGrid(panels(green), []string{"time", "memory"}, 2, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sz := decode(t, with).Bounds().Size(); sz.X != 600 || sz.Y != 300 {
+		t.Errorf("size %v, want 600x300", sz)
+	}
+	without, err := LogLogGrid(panels(nil), []string{"time", "memory"}, 2, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g0, g1 := greens(without), greens(with); g0 != 0 || g1 < 50 {
+		t.Errorf("pure green pixels: %d without the style override, %d with it", g0, g1)
+	}
+	if ts := fixedTicks(x).Ticks(1, 1e4); len(ts) != 4 || ts[0].Label != "512" || ts[3].Value != 4096 {
+		t.Errorf("fixed ticks %v", ts)
+	}
+	// One point below 1 on both log axes.
+	if _, err := LogLogGrid([][]Series{{{X: []float64{0.5}, Y: []float64{0.25}}}}, nil, 1, LineOptions{}); err != nil {
+		t.Errorf("one point: %v", err)
+	}
+	bad := [][]Series{{{X: []float64{0, 1}, Y: []float64{1, 2}}}}
+	if _, err := LogLogGrid(bad, nil, 1, LineOptions{}); err == nil || !strings.Contains(err.Error(), "x[0] = 0 on a log axis") || !strings.Contains(err.Error(), "panel 0") {
+		t.Errorf("x = 0 on a log axis: error %v", err)
 	}
 }
 

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestMain lets the test binary stand in for the bench command when
+// runCost starts it as a child (os.Executable is the test binary).
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "-eval-child" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestFitPowerLaw fits exact power laws (the exponent and the constant to
+// 1e-12) and refuses what it cannot fit.
+func TestFitPowerLaw(t *testing.T) {
+	x := []float64{2048, 4096, 8192, 16384}
+	for _, want := range []float64{1, 1.7, 2, 0.25} {
+		y := make([]float64, len(x))
+		for i := range x {
+			y[i] = 3.5 * math.Pow(x[i], want)
+		}
+		k, c, ok := fitPowerLaw(x, y)
+		if !ok || math.Abs(k-want) > 1e-12 || math.Abs(c/3.5-1) > 1e-9 {
+			t.Errorf("y = 3.5·x^%v: fit k %v, c %v, ok %v", want, k, c, ok)
+		}
+	}
+	for _, c := range []struct{ x, y []float64 }{
+		{[]float64{512}, []float64{1}},
+		{[]float64{512, 512}, []float64{1, 2}},
+		{[]float64{512, 1024}, []float64{1, 0}},
+		{[]float64{512, 1024}, []float64{1}},
+	} {
+		if _, _, ok := fitPowerLaw(c.x, c.y); ok {
+			t.Errorf("fit of %v, %v: ok, want refused", c.x, c.y)
+		}
+	}
+}
+
+// TestEstimatePeak extrapolates the added memory with the slope of the two
+// largest smaller lengths (at least 1), and skips after an over-limit cell.
+func TestEstimatePeak(t *testing.T) {
+	r := &costResults{Cells: []*costCell{
+		{Pos: "a", Side: "go", Mode: "fwd", T: 512, Status: cellOK, BaseRSS: 100, PeakRSS: 110},
+		{Pos: "a", Side: "go", Mode: "fwd", T: 1024, Status: cellOK, BaseRSS: 100, PeakRSS: 140},
+		{Pos: "a", Side: "go", Mode: "fwd", T: 8192, Status: cellOverLimit},
+		{Pos: "b", Side: "go", Mode: "fwd", T: 512, Status: cellOK, BaseRSS: 100, PeakRSS: 200},
+		{Pos: "b", Side: "go", Mode: "fwd", T: 1024, Status: cellOK, BaseRSS: 100, PeakRSS: 210},
+	}}
+	// a: added 10 -> 40, slope 2: 40·4² at 4096.
+	if est, over := estimatePeak(r, "a", "go", "fwd", 4096); over != "" || math.Abs(est-(100+40*16)) > 1e-9 {
+		t.Errorf("a at 4096: %v %q, want %v", est, over, 100+40*16)
+	}
+	if _, over := estimatePeak(r, "a", "go", "fwd", 16384); !strings.Contains(over, "T = 8192 was over the limit") {
+		t.Errorf("a at 16384: %q, want the over-limit reason", over)
+	}
+	// b: added 100 -> 110, slope below 1, so 1: 110·4.
+	if est, _ := estimatePeak(r, "b", "go", "fwd", 4096); math.Abs(est-(100+440)) > 1e-9 {
+		t.Errorf("b at 4096: %v, want %v", est, 100+440)
+	}
+	if est, over := estimatePeak(r, "b", "pytorch", "fwd", 4096); est != 0 || over != "" {
+		t.Errorf("no cells: %v %q", est, over)
+	}
+}
+
+// costFlagsTiny are the flags of the tests' runs: a tiny model, Go only.
+var costFlagsTiny = []string{"-cost", "-go-only", "-d-model", "32", "-heads", "4", "-layers", "1", "-ffn", "64", "-threads", "1"}
+
+func runCostArgs(t *testing.T, args ...string) string {
+	t.Helper()
+	o, err := parseFlags(append(append([]string(nil), costFlagsTiny...), args...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := runCost(o, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
+}
+
+func readCells(t *testing.T, dir string) *costResults {
+	t.Helper()
+	r, err := readCostResults(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestCostQuick runs the quick preset's encodings, both modes, at two
+// short lengths on a tiny model, Go only: every cell ok and streamed, the
+// four files written, the tables complete; a second run keeps every cell
+// (a marked cell keeps its mark), -redo reruns one encoding only, and
+// -render renders from results.json alone.
+func TestCostQuick(t *testing.T) {
+	dir := t.TempDir()
+	out := runCostArgs(t, "-preset", "quick", "-seq", "32,64", "-out", dir)
+	r := readCells(t, dir)
+	if len(r.Cells) != 3*2*2 {
+		t.Fatalf("%d cells, want 12", len(r.Cells))
+	}
+	for _, c := range r.Cells {
+		if c.Status != cellOK || !c.Stream || c.Side != "go" || len(c.Times) != 3 || c.Warmup != 1 || !(c.MsPerToken > 0) || c.PeakRSS < c.BaseRSS {
+			t.Fatalf("cell %s: %+v", c.key(), c)
+		}
+	}
+	for _, f := range []string{"results.json", "results.csv", "table.md", "cost.png"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	for _, want := range []string{"## fwd: forward pass (no gradient), ms per token", "## train: training step",
+		"| rope | Go (stream) |", "| alibi | Go (stream) |", "| t5 | Go (stream) |", "| 32 | 64 |"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("table lacks %q:\n%s", want, out)
+		}
+	}
+	csv, _ := os.ReadFile(filepath.Join(dir, "results.csv"))
+	if n := strings.Count(string(csv), "\n"); n != 13 {
+		t.Fatalf("results.csv has %d lines, want 13", n)
+	}
+
+	// Mark every cell; a rerun must keep the marks.
+	for _, c := range r.Cells {
+		c.MsPerToken = 123
+	}
+	if err := r.write(dir); err != nil {
+		t.Fatal(err)
+	}
+	runCostArgs(t, "-preset", "quick", "-seq", "32,64", "-out", dir)
+	for _, c := range readCells(t, dir).Cells {
+		if c.MsPerToken != 123 {
+			t.Fatalf("cell %s was rerun", c.key())
+		}
+	}
+	runCostArgs(t, "-preset", "quick", "-seq", "32,64", "-out", dir, "-redo", "alibi")
+	for _, c := range readCells(t, dir).Cells {
+		if (c.MsPerToken == 123) != (c.Pos != "alibi") {
+			t.Fatalf("after -redo alibi, cell %s has %v ms/token", c.key(), c.MsPerToken)
+		}
+	}
+	if err := os.Remove(filepath.Join(dir, "table.md")); err != nil {
+		t.Fatal(err)
+	}
+	if out := runCostArgs(t, "-render", "-out", dir); !strings.Contains(out, "| 123.0000 |") {
+		t.Fatalf("-render: %s", out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "table.md")); err != nil {
+		t.Fatal(err)
+	}
+	// Another setup is refused.
+	o, err := parseFlags(append(append([]string(nil), costFlagsTiny...), "-d-model", "64", "-out", dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runCost(o, &strings.Builder{}); err == nil || !strings.Contains(err.Error(), "another setup") {
+		t.Fatalf("another model in the same -out: %v", err)
+	}
+}
+
+// TestCostWatchdog: under a memory limit below the child's RSS, the first
+// cell is killed ("over limit") and the longer one is skipped for it; the
+// table shows both; -cost-stream false materialises.
+func TestCostWatchdog(t *testing.T) {
+	dir := t.TempDir()
+	out := runCostArgs(t, "-pos", "alibi", "-modes", "fwd", "-seq", "32,64", "-mem-limit", "0.001", "-cost-stream", "false", "-out", dir)
+	r := readCells(t, dir)
+	a, b := r.find("alibi", "go", "fwd", 32), r.find("alibi", "go", "fwd", 64)
+	if a == nil || a.Status != cellOverLimit || !strings.Contains(a.Reason, "killed at RSS") || a.PeakRSS <= 1<<20 {
+		t.Fatalf("T = 32: %+v, want over limit", a)
+	}
+	if b == nil || b.Status != cellSkipped || !strings.Contains(b.Reason, "T = 32 was over the limit") {
+		t.Fatalf("T = 64: %+v, want skipped", b)
+	}
+	if !strings.Contains(out, "| alibi | Go | over limit | skipped |") || !strings.Contains(out, "alibi, Go, fwd, T = 32: over limit") {
+		t.Fatalf("table:\n%s", out)
+	}
+	// A larger limit reruns the over-limit cell, materialised.
+	runCostArgs(t, "-pos", "alibi", "-modes", "fwd", "-seq", "32", "-cost-stream", "false", "-out", dir)
+	if c := readCells(t, dir).find("alibi", "go", "fwd", 32); c.Status != cellOK || c.Stream {
+		t.Fatalf("T = 32 at the default limit: %+v", c)
+	}
+}
+
+// TestCostFlags checks the flag errors and the preset defaults.
+func TestCostFlags(t *testing.T) {
+	o, err := parseFlags([]string{"-cost", "-go-only"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	co := o.costOpts
+	if o.shape.Batch != 1 || len(co.seqs) != 6 || co.seqs[5] != 16384 || len(o.pos) != len(Encodings) ||
+		co.out != filepath.Join("runs", "cost", "full") || len(co.modes) != 2 || o.threads[0] != 2 || co.memLimit != 8 {
+		t.Fatalf("full defaults: batch %d, %+v, %d encodings, threads %v", o.shape.Batch, co, len(o.pos), o.threads)
+	}
+	o, err = parseFlags([]string{"-cost", "-pos", "alibi,rope", "-seq=4096,8192", "-modes", "fwd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.costOpts.seqs) != 2 || o.costOpts.seqs[1] != 8192 || len(o.pos) != 2 || o.goOnly {
+		t.Fatalf("-seq 4096,8192: %+v, pos %v", o.costOpts, o.pos)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-preset", "huge"}, "-preset"},
+		{[]string{"-modes", "fwd,eval"}, "not a mode"},
+		{[]string{"-seq", "512,x"}, "bad length"},
+		{[]string{"-cost-stream", "maybe"}, "-cost-stream"},
+		{[]string{"-mem-limit", "0"}, "must be positive"},
+		{[]string{"-seq-len", "512"}, "not -seq-len"},
+		{[]string{"-stream"}, "-cost-stream"},
+	} {
+		if _, err := parseFlags(append([]string{"-cost", "-go-only"}, c.args...)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want %q", c.args, err, c.want)
+		}
+	}
+}
+
+// TestTrainChildLong runs one training step at T = 6600 (tiny model,
+// streamed): the child's corpus must leave a whole window to the
+// trainer's validation part (the last 10%), which 4·(T+1) bytes did not.
+func TestTrainChildLong(t *testing.T) {
+	sh := Shape{Batch: 1, Seq: 6600, DModel: 16, Heads: 2, Layers: 1, FFN: 32, Vocab: 256}
+	sh.Base = benchBase()
+	sh.Base.Model.Stream = true
+	var buf strings.Builder
+	if err := trainChild(&buf, sh, "alibi", []int{2}, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), `"2t":[`) {
+		t.Fatalf("report %s", buf.String())
+	}
+}
