@@ -203,6 +203,9 @@ func costSetup(o options) string {
 	if d := refOptions(sh.Base); len(d) > 0 {
 		s += "; options " + strings.Join(d, ", ")
 	}
+	if _, alloc, err := pyAllocator(o.pyMalloc); err == nil {
+		s += "; PyTorch allocator " + alloc
+	}
 	return s
 }
 
@@ -336,6 +339,11 @@ func runCost(o options, w io.Writer) error {
 		if v, err := exec.Command(o.python, "-c", "import torch; print(torch.__version__)").Output(); err == nil {
 			res.Torch = strings.TrimSpace(string(v))
 		}
+		_, alloc, err := pyAllocator(o.pyMalloc)
+		if err != nil {
+			return err
+		}
+		res.Torch += " with " + alloc
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -458,9 +466,13 @@ func runCell(o options, self, cfgFile string, c *costCell, limit uint64) {
 		for _, pt := range o.pyThreads {
 			pyth = append(pyth, pt.String())
 		}
-		cmd = exec.Command(o.python, scriptPath(), "--eval", "--mode", c.Mode, "--pos", c.Pos,
+		var err error
+		if cmd, err = pyCommand(o, scriptPath(), "--eval", "--mode", c.Mode, "--pos", c.Pos,
 			"--B", strconv.Itoa(o.shape.Batch), "--T", strconv.Itoa(c.T), "--threads-list", strings.Join(pyth, ","),
-			"--warmup", strconv.Itoa(warmup), "--steps", strconv.Itoa(passes))
+			"--warmup", strconv.Itoa(warmup), "--steps", strconv.Itoa(passes)); err != nil {
+			c.Status, c.Reason = cellError, err.Error()
+			return
+		}
 	}
 	rep, seen, killed, err := runWatched(cmd, limit)
 	switch {

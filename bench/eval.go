@@ -203,9 +203,13 @@ func runEval(o options, w io.Writer) error {
 			for _, pt := range o.pyThreads {
 				pyth = append(pyth, pt.String())
 			}
-			pp, err := runEvalSide(exec.Command(o.python, scriptPath(), "--eval", "--pos", pos,
+			cmd, err := pyCommand(o, scriptPath(), "--eval", "--pos", pos,
 				"--B", strconv.Itoa(sh.Batch), "--T", strconv.Itoa(sh.Seq), "--threads-list", strings.Join(pyth, ","),
-				"--warmup", strconv.Itoa(o.warmup), "--steps", strconv.Itoa(o.steps)))
+				"--warmup", strconv.Itoa(o.warmup), "--steps", strconv.Itoa(o.steps))
+			if err != nil {
+				return err
+			}
+			pp, err := runEvalSide(cmd)
 			if err != nil {
 				return errors.WithMessagef(err, "%s: PyTorch side", pos)
 			}

@@ -57,6 +57,7 @@ type options struct {
 	pyThreads             []pyThreads
 	pos                   []string
 	python                string
+	pyMalloc              string // "auto", "system" or a shared library preloaded into PyTorch
 	goOnly, check, fast   bool
 	markdown              bool
 	shape                 Shape
@@ -126,6 +127,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&pyth, "pythreads", "1+1,2+1,1+2", "PyTorch thread configurations ATEN+BLAS to try (ATen intra-op threads + OpenBLAS threads)")
 	fs.StringVar(&o.python, "python", "/usr/bin/python3", "Python interpreter with torch (Debian's python3-torch)")
 	fs.BoolVar(&o.goOnly, "go-only", false, "time the Go side only")
+	fs.StringVar(&o.pyMalloc, "py-malloc", "auto", "allocator of the PyTorch side: auto (tcmalloc if installed, as PyTorch's CPU tuning guide advises; else glibc), system, or a library path to LD_PRELOAD")
 	fs.BoolVar(&o.check, "check", true, "check that both sides compute the same loss and gradient norm first")
 	fs.BoolVar(&o.fast, "fast", false, "quick run: 5 steps, 1 warm-up step, 1 round")
 	fs.BoolVar(&o.markdown, "md", false, "print the table as Markdown")
@@ -226,7 +228,7 @@ func run(o options, w io.Writer) error {
 	var py *pyServer
 	if !o.goOnly {
 		var err error
-		if py, err = startPy(o.python); err != nil {
+		if py, err = startPy(o); err != nil {
 			return err
 		}
 		defer py.close()
@@ -236,7 +238,8 @@ func run(o options, w io.Writer) error {
 		sh.Layers, sh.DModel, sh.Heads, sh.FFN, sh.Vocab, sh.Batch, sh.Seq)
 	fmt.Fprintf(w, "Go: %s, %s, GOMAXPROCS %d, %d CPUs", runtime.Version(), graph.BLASName(), runtime.GOMAXPROCS(0), runtime.NumCPU())
 	if py != nil {
-		fmt.Fprintf(w, "; PyTorch %s, %s", py.Torch, py.BLAS)
+		_, alloc, _ := pyAllocator(o.pyMalloc)
+		fmt.Fprintf(w, "; PyTorch %s, %s, %s", py.Torch, py.BLAS, alloc)
 	}
 	fmt.Fprintf(w, "\nper side, encoding and thread configuration (Go: threads; PyTorch: ATen+OpenBLAS threads): %d rounds x (%d warm-up + %d timed steps); median step time\n\n",
 		o.rounds, o.warmup, o.steps)

@@ -37,8 +37,55 @@ func scriptPath() string {
 	return "bench/torch_bench.py"
 }
 
-func startPy(python string) (*pyServer, error) {
-	cmd := exec.Command(python, scriptPath(), "--serve")
+// tcmallocPaths are where Debian's libtcmalloc-minimal4 puts the library.
+var tcmallocPaths = []string{"/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4", "/usr/lib/aarch64-linux-gnu/libtcmalloc_minimal.so.4"}
+
+// pyAllocator resolves -py-malloc: the library to preload into the PyTorch
+// side ("" for glibc's malloc) and its name for the tables. "auto" takes
+// tcmalloc when it is installed: PyTorch allocates a fresh buffer for most
+// ops, glibc returns large ones to the kernel when they are freed, and on
+// machines where touching a fresh page is slow (this VM: about 30 µs per
+// 4 KiB page) that, not the arithmetic, dominates PyTorch's time; PyTorch's
+// CPU performance tuning guide recommends tcmalloc or jemalloc for this.
+// Go reuses its buffers across passes, so the comparison is fairer with it.
+func pyAllocator(opt string) (lib, name string, err error) {
+	switch opt {
+	case "system", "":
+		return "", "glibc malloc", nil
+	case "auto":
+		for _, p := range tcmallocPaths {
+			if _, err := os.Stat(p); err == nil {
+				return p, "tcmalloc", nil
+			}
+		}
+		return "", "glibc malloc (tcmalloc not installed: apt-get install libtcmalloc-minimal4)", nil
+	}
+	if _, err := os.Stat(opt); err != nil {
+		return "", "", errors.Errorf("bench: -py-malloc %q: no such library (auto, system, or a path to LD_PRELOAD)", opt)
+	}
+	return opt, filepath.Base(opt), nil
+}
+
+// pyCommand is exec.Command(python, args...) with -py-malloc's library
+// preloaded.
+func pyCommand(o options, args ...string) (*exec.Cmd, error) {
+	lib, _, err := pyAllocator(o.pyMalloc)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(o.python, args...)
+	if lib != "" {
+		cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib)
+	}
+	return cmd, nil
+}
+
+func startPy(o options) (*pyServer, error) {
+	python := o.python
+	cmd, err := pyCommand(o, scriptPath(), "--serve")
+	if err != nil {
+		return nil, err
+	}
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
