@@ -136,56 +136,11 @@ type TileIndexer interface {
 // run fail with an error naming the row, the batch element, query and key.
 func StreamAttention(q, k, v *G.Node, o StreamOpts) (*G.Node, error) {
 	const name = "StreamAttention"
-	var ls [3]headLayout // of q, k, v
-	for i, n := range []*G.Node{q, k, v} {
-		what := [...]string{"q", "k", "v"}[i]
-		if err := checkFloatNode(name, what, n); err != nil {
-			return nil, err
-		}
-		if n.Dims() != q.Dims() || n.Dtype() != q.Dtype() {
-			return nil, errors.Errorf("graph: %s: q %v (%v) and %s %v (%v) differ in rank or dtype", name, q.Shape(), q.Dtype(), what, n.Shape(), n.Dtype())
-		}
-		var err error
-		if ls[i], err = layoutOf(name, what, n.Shape(), o.Heads); err != nil {
-			return nil, err
-		}
+	c, err := newStreamCfg(name, q, k, v, o)
+	if err != nil {
+		return nil, err
 	}
-	ql, kl, vl := ls[0], ls[1], ls[2]
-	if ql.b != kl.b || ql.h != kl.h || ql.cols != kl.cols {
-		return nil, errors.Errorf("graph: %s: q %v and k %v: batch, heads and head width must agree", name, q.Shape(), k.Shape())
-	}
-	if vl.b != kl.b || vl.h != kl.h || vl.rows != kl.rows {
-		return nil, errors.Errorf("graph: %s: k %v and v %v: batch, heads and keys must agree", name, k.Shape(), v.Shape())
-	}
-	if ql.b < 1 || ql.h < 1 || ql.rows < 1 || kl.rows < 1 || ql.cols < 1 || vl.cols < 1 {
-		return nil, errors.Errorf("graph: %s: q %v, k %v, v %v: every dimension must be >= 1", name, q.Shape(), k.Shape(), v.Shape())
-	}
-	c := streamCfg{q: ql, k: kl, v: vl, scale: o.Scale, causal: o.Causal, qStart: o.QStart, kStart: o.KStart,
-		tq: o.TileQ, tk: o.TileK}
-	c.out = headLayout{merged: ql.merged, b: ql.b, h: ql.h, rows: ql.rows, cols: vl.cols}
-	if c.scale == 0 {
-		c.scale = 1 / math.Sqrt(float64(ql.cols))
-	}
-	if math.IsNaN(c.scale) || math.IsInf(c.scale, 0) {
-		return nil, errors.Errorf("graph: %s: scale %v is not finite", name, o.Scale)
-	}
-	if c.tq < 0 || c.tk < 0 {
-		return nil, errors.Errorf("graph: %s: tiles %d×%d must be >= 0 (0: default)", name, o.TileQ, o.TileK)
-	}
-	if c.tq == 0 {
-		c.tq = DefaultStreamTileQ
-	}
-	if c.tk == 0 {
-		c.tk = DefaultStreamTileK
-	}
-	c.tq, c.tk = min(c.tq, ql.rows), min(c.tk, kl.rows)
-	if o.KeyMask != nil {
-		if len(o.KeyMask) != kl.b*kl.rows {
-			return nil, errors.Errorf("graph: %s: key mask has %d entries, want B*Tk = %d*%d", name, len(o.KeyMask), kl.b, kl.rows)
-		}
-		c.keyMask = append([]bool(nil), o.KeyMask...)
-		c.maskID = maskDigest(c.keyMask)
-	}
+	ql, vl := c.q, c.v
 	inputs := G.Nodes{q, k, v}
 	switch {
 	case o.Table != nil:
@@ -215,6 +170,62 @@ func StreamAttention(q, k, v *G.Node, o StreamOpts) (*G.Node, error) {
 	c.terms = terms
 	inputs = append(inputs, tnodes...)
 	return G.ApplyOp(&streamAttnOp{streamCfg: c, probe: o.Probe}, inputs...)
+}
+
+// newStreamCfg checks q, k, v and the options that StreamAttention and
+// StreamCoPE share (layouts, scale, tiles, key mask) and returns the
+// configuration without a table or terms; name is the op's, for the errors.
+func newStreamCfg(name string, q, k, v *G.Node, o StreamOpts) (streamCfg, error) {
+	var ls [3]headLayout // of q, k, v
+	for i, n := range []*G.Node{q, k, v} {
+		what := [...]string{"q", "k", "v"}[i]
+		if err := checkFloatNode(name, what, n); err != nil {
+			return streamCfg{}, err
+		}
+		if n.Dims() != q.Dims() || n.Dtype() != q.Dtype() {
+			return streamCfg{}, errors.Errorf("graph: %s: q %v (%v) and %s %v (%v) differ in rank or dtype", name, q.Shape(), q.Dtype(), what, n.Shape(), n.Dtype())
+		}
+		var err error
+		if ls[i], err = layoutOf(name, what, n.Shape(), o.Heads); err != nil {
+			return streamCfg{}, err
+		}
+	}
+	ql, kl, vl := ls[0], ls[1], ls[2]
+	if ql.b != kl.b || ql.h != kl.h || ql.cols != kl.cols {
+		return streamCfg{}, errors.Errorf("graph: %s: q %v and k %v: batch, heads and head width must agree", name, q.Shape(), k.Shape())
+	}
+	if vl.b != kl.b || vl.h != kl.h || vl.rows != kl.rows {
+		return streamCfg{}, errors.Errorf("graph: %s: k %v and v %v: batch, heads and keys must agree", name, k.Shape(), v.Shape())
+	}
+	if ql.b < 1 || ql.h < 1 || ql.rows < 1 || kl.rows < 1 || ql.cols < 1 || vl.cols < 1 {
+		return streamCfg{}, errors.Errorf("graph: %s: q %v, k %v, v %v: every dimension must be >= 1", name, q.Shape(), k.Shape(), v.Shape())
+	}
+	c := streamCfg{q: ql, k: kl, v: vl, scale: o.Scale, causal: o.Causal, qStart: o.QStart, kStart: o.KStart, tq: o.TileQ, tk: o.TileK}
+	c.out = headLayout{merged: ql.merged, b: ql.b, h: ql.h, rows: ql.rows, cols: vl.cols}
+	if c.scale == 0 {
+		c.scale = 1 / math.Sqrt(float64(ql.cols))
+	}
+	if math.IsNaN(c.scale) || math.IsInf(c.scale, 0) {
+		return streamCfg{}, errors.Errorf("graph: %s: scale %v is not finite", name, o.Scale)
+	}
+	if c.tq < 0 || c.tk < 0 {
+		return streamCfg{}, errors.Errorf("graph: %s: tiles %d×%d must be >= 0 (0: default)", name, o.TileQ, o.TileK)
+	}
+	if c.tq == 0 {
+		c.tq = DefaultStreamTileQ
+	}
+	if c.tk == 0 {
+		c.tk = DefaultStreamTileK
+	}
+	c.tq, c.tk = min(c.tq, ql.rows), min(c.tk, kl.rows)
+	if o.KeyMask != nil {
+		if len(o.KeyMask) != kl.b*kl.rows {
+			return streamCfg{}, errors.Errorf("graph: %s: key mask has %d entries, want B*Tk = %d*%d", name, len(o.KeyMask), kl.b, kl.rows)
+		}
+		c.keyMask = append([]bool(nil), o.KeyMask...)
+		c.maskID = maskDigest(c.keyMask)
+	}
+	return c, nil
 }
 
 // streamCfg is what the forward and the gradient ops share: layouts and
@@ -506,17 +517,24 @@ func streamInputs[T float](op any, c *streamCfg, vs []G.Value) (streamIn[T], err
 
 // firstErr keeps the first error of the tasks of a parallel run.
 type firstErr struct {
-	mu  sync.Mutex
-	err error
-	bad atomic.Bool
+	// op names the op in the error of a panic, hint (if not empty) its
+	// likely source, as "the indexer's?".
+	op, hint string
+	mu       sync.Mutex
+	err      error
+	bad      atomic.Bool
 }
 
 // recover, deferred by each task, turns a panic of the task (an indexer's,
-// say) into the run's error: a panic in a goroutine of parallelFor would
-// end the process.
+// say) into the run's error, naming the op: a panic in a goroutine of
+// parallelFor would end the process.
 func (e *firstErr) recover() {
 	if r := recover(); r != nil {
-		e.set(errors.Errorf("graph: StreamAttention: panic in a task (the indexer's?): %v", r))
+		hint := ""
+		if e.hint != "" {
+			hint = " (" + e.hint + ")"
+		}
+		e.set(errors.Errorf("graph: %s: panic in a task%s: %v", e.op, hint, r))
 	}
 }
 
@@ -768,6 +786,114 @@ func sumT[T float](x []T) T {
 	return (s0 + s1) + (s2 + s3)
 }
 
+// onlineSoftmax is the running softmax of one head over the rows of a query
+// block (FlashAttention-2) in the forward of StreamAttention and
+// StreamCoPE: per row the running maximum m, sum l and, for the probe's
+// entropy, Σ exp(s−m)·s, each [rows] float64; shift and rmax [rows] are
+// work space of add (the tile's exp shifts and row maxima), shared by the
+// heads of one thread.
+type onlineSoftmax[T float] struct {
+	m, l, ws    []float64
+	shift, rmax []T
+	out         []T // the block's output rows, ld apart
+	ld, cols    int
+	ni          int
+	probe       bool
+}
+
+// newOnlineSoftmaxes returns the softmaxes of heads heads over blocks of at
+// most rows rows, sharing shift and rmax: 3·heads·rows float64 and 2·rows
+// T in all.
+func newOnlineSoftmaxes[T float](heads, rows int) []onlineSoftmax[T] {
+	f, t := make([]float64, 3*heads*rows), make([]T, 2*rows)
+	s := make([]onlineSoftmax[T], heads)
+	for h := range s {
+		g := f[3*h*rows : 3*(h+1)*rows]
+		s[h] = onlineSoftmax[T]{m: g[:rows], l: g[rows : 2*rows], ws: g[2*rows:], shift: t[:rows], rmax: t[rows:]}
+	}
+	return s
+}
+
+// start begins ni rows whose output rows are out[a*ld : a*ld+cols].
+func (s *onlineSoftmax[T]) start(out []T, ld, cols, ni int, probe bool) {
+	s.out, s.ld, s.cols, s.ni, s.probe = out, ld, cols, ni, probe
+	for a := 0; a < ni; a++ {
+		s.m[a], s.l[a], s.ws[a] = math.Inf(-1), 0, 0
+		clear(out[a*ld : a*ld+cols])
+	}
+}
+
+// add folds in a tile of scores sc [ni, nj] (row maxima in rmax, -Inf for
+// blocked entries; overwritten by exp(sc − m)) with values v [nj, cols]
+// (ld ldv).
+func (s *onlineSoftmax[T]) add(sc []T, nj int, v []T, ldv int) {
+	for a := 0; a < s.ni; a++ {
+		mx := s.rmax[a]
+		mOld, mNew := s.m[a], math.Max(s.m[a], float64(mx))
+		if mx != mx {
+			mNew = math.NaN()
+		}
+		if math.IsInf(mNew, -1) { // nothing allowed yet
+			s.shift[a] = 0
+			continue
+		}
+		s.shift[a] = T(mNew)
+		if mNew != mOld {
+			alpha := math.Exp(mOld - mNew)
+			s.l[a] *= alpha
+			s.ws[a] *= alpha
+			orow := s.out[a*s.ld : a*s.ld+s.cols]
+			for x := range orow {
+				orow[x] *= T(alpha)
+			}
+			s.m[a] = mNew
+		}
+	}
+	if s.probe { // Σ exp(s - m)·s, for the entropy
+		for a := 0; a < s.ni; a++ {
+			for _, x := range sc[a*nj : (a+1)*nj] {
+				if !math.IsInf(float64(x), -1) {
+					s.ws[a] += math.Exp(float64(x)-s.m[a]) * float64(x)
+				}
+			}
+		}
+	}
+	expRows(sc, nj, s.shift[:s.ni])
+	for a := 0; a < s.ni; a++ {
+		s.l[a] += float64(sumT(sc[a*nj : (a+1)*nj]))
+	}
+	gemmSerial(false, false, s.ni, s.cols, nj, 1, sc, nj, v, ldv, 1, s.out, s.ld)
+}
+
+// finish normalises the rows, writes their log-sum-exp into lse[:ni] (+Inf
+// for a row with no allowed key, whose output is 0) and, with pa, records
+// the entropy and one-hot figures of the rows with at least two allowed
+// keys.
+func (s *onlineSoftmax[T]) finish(lse []T, pa *headAcc, allowed []int) {
+	for a := 0; a < s.ni; a++ {
+		orow := s.out[a*s.ld : a*s.ld+s.cols]
+		if s.l[a] == 0 {
+			clear(orow)
+			lse[a] = T(math.Inf(1))
+			continue
+		}
+		inv := 1 / s.l[a]
+		for y := range orow {
+			orow[y] = T(float64(orow[y]) * inv)
+		}
+		lse[a] = T(s.m[a] + math.Log(s.l[a]))
+		if pa != nil && allowed[a] >= 2 {
+			ent := s.m[a] + math.Log(s.l[a]) - s.ws[a]*inv
+			pa.entSum += ent
+			pa.entMin = math.Min(pa.entMin, ent)
+			if inv >= OneHotThreshold {
+				pa.oneHot++
+			}
+			pa.rows++
+		}
+	}
+}
+
 func streamFwdDo[T float](op *streamAttnOp, vs []G.Value) (G.Value, error) {
 	c := &op.streamCfg
 	in, err := streamInputs[T](op, c, vs)
@@ -792,10 +918,9 @@ func streamFwdDo[T float](op *streamAttnOp, vs []G.Value) (G.Value, error) {
 			acc[i] = newHeadAcc()
 		}
 	}
-	var fe firstErr
+	fe := firstErr{op: "StreamAttention", hint: "the indexer's?"}
 	var mu sync.Mutex
 	var used streamScratch
-	sz := c.fwdScratch()
 	parallelFor(c.q.b*nqb, c.tq*c.k.rows*h*(c.q.cols+c.v.cols), func(lo, hi int) {
 		defer fe.recover()
 		t := newStreamTile(c, &in)
@@ -804,32 +929,23 @@ func streamFwdDo[T float](op *streamAttnOp, vs []G.Value) (G.Value, error) {
 			used = used.add(t.termBuffers())
 			mu.Unlock()
 		}()
-		shift := make([]T, 2*c.tq)
-		shift, rmax := shift[:c.tq], shift[c.tq:]
-		f64 := make([]float64, sz.F64)
+		sms := newOnlineSoftmaxes[T](h, c.tq)
 		var allowed []int
 		if acc != nil {
 			allowed = make([]int, h*c.tq)
 		}
 		mu.Lock()
-		used.Floats += len(t.s) + len(shift) + len(rmax)
+		used.Floats += len(t.s) + len(sms[0].shift) + len(sms[0].rmax)
 		used.Ints += len(t.idx) + len(allowed)
-		used.F64 += len(f64)
+		used.F64 += h * (len(sms[0].m) + len(sms[0].l) + len(sms[0].ws))
 		mu.Unlock()
-		m, l, ws := f64[:h*c.tq], f64[h*c.tq:2*h*c.tq], f64[2*h*c.tq:]
 		for task := lo; task < hi && !fe.bad.Load(); task++ {
 			b, qb := task/nqb, zigzag(task%nqb, nqb)
 			i0, i1 := qb*c.tq, min((qb+1)*c.tq, tq)
 			ni := i1 - i0
-			for x := range m {
-				m[x], l[x], ws[x] = math.Inf(-1), 0, 0
-			}
 			clear(allowed)
-			for hh := 0; hh < h; hh++ {
-				oo := c.out.off(b, hh)
-				for a := i0; a < i1; a++ {
-					clear(out[oo+a*c.out.ld() : oo+a*c.out.ld()+c.out.cols])
-				}
+			for hh := range sms {
+				sms[hh].start(out[c.out.off(b, hh)+i0*c.out.ld():], c.out.ld(), c.out.cols, ni, acc != nil)
 			}
 			jend := c.keyEnd(i1)
 			for j0 := 0; j0 < jend; j0 += c.tk {
@@ -843,83 +959,26 @@ func streamFwdDo[T float](op *streamAttnOp, vs []G.Value) (G.Value, error) {
 					return
 				}
 				nj := j1 - j0
-				for hh := 0; hh < h; hh++ {
+				for hh := range sms {
 					var pa *headAcc
 					var al []int
 					if acc != nil {
 						pa, al = &acc[task*h+hh], allowed[hh*c.tq:]
 					}
-					t.scores(hh, pa, al, rmax)
+					sm := &sms[hh]
+					t.scores(hh, pa, al, sm.rmax)
 					s := t.s[:ni*nj]
-					mh, lh, wh := m[hh*c.tq:], l[hh*c.tq:], ws[hh*c.tq:]
-					oo := c.out.off(b, hh) + i0*c.out.ld()
-					for a := 0; a < ni; a++ {
-						mx := rmax[a]
-						mOld, mNew := mh[a], math.Max(mh[a], float64(mx))
-						if mx != mx {
-							mNew = math.NaN()
-						}
-						if math.IsInf(mNew, -1) { // nothing allowed yet
-							shift[a] = 0
-							continue
-						}
-						shift[a] = T(mNew)
-						if mNew != mOld {
-							alpha := math.Exp(mOld - mNew)
-							lh[a] *= alpha
-							wh[a] *= alpha
-							orow := out[oo+a*c.out.ld() : oo+a*c.out.ld()+c.out.cols]
-							for x := range orow {
-								orow[x] *= T(alpha)
-							}
-							mh[a] = mNew
-						}
-					}
-					if pa != nil { // Σ exp(s - m)·s, for the entropy
-						for a := 0; a < ni; a++ {
-							for _, x := range s[a*nj : (a+1)*nj] {
-								if !math.IsInf(float64(x), -1) {
-									wh[a] += math.Exp(float64(x)-mh[a]) * float64(x)
-								}
-							}
-						}
-					}
-					expRows(s, nj, shift[:ni])
-					for a := 0; a < ni; a++ {
-						lh[a] += float64(sumT(s[a*nj : (a+1)*nj]))
-					}
-					vo := c.v.off(b, hh) + j0*c.v.ld()
-					gemmSerial(false, false, ni, c.v.cols, nj, 1, s, nj, in.v[vo:], c.v.ld(), 1, out[oo:], c.out.ld())
-					t.valueTermsFwd(hh, s, out[oo:], c.out.ld())
+					sm.add(s, nj, in.v[c.v.off(b, hh)+j0*c.v.ld():], c.v.ld())
+					t.valueTermsFwd(hh, s, sm.out, c.out.ld())
 				}
 			}
-			for hh := 0; hh < h; hh++ {
-				oo := c.out.off(b, hh) + i0*c.out.ld()
-				for a := 0; a < ni; a++ {
-					x := hh*c.tq + a
-					orow := out[oo+a*c.out.ld() : oo+a*c.out.ld()+c.out.cols]
-					r := (b*h+hh)*tq + i0 + a
-					if l[x] == 0 {
-						clear(orow)
-						lse[r] = T(math.Inf(1))
-						continue
-					}
-					inv := 1 / l[x]
-					for y := range orow {
-						orow[y] = T(float64(orow[y]) * inv)
-					}
-					lse[r] = T(m[x] + math.Log(l[x]))
-					if acc != nil && allowed[x] >= 2 {
-						pa := &acc[task*h+hh]
-						ent := m[x] + math.Log(l[x]) - ws[x]*inv
-						pa.entSum += ent
-						pa.entMin = math.Min(pa.entMin, ent)
-						if inv >= OneHotThreshold {
-							pa.oneHot++
-						}
-						pa.rows++
-					}
+			for hh := range sms {
+				var pa *headAcc
+				var al []int
+				if acc != nil {
+					pa, al = &acc[task*h+hh], allowed[hh*c.tq:]
 				}
+				sms[hh].finish(lse[(b*h+hh)*tq+i0:], pa, al)
 			}
 		}
 	})
@@ -1009,7 +1068,7 @@ func streamBwdDo[T float](op *streamGradOp, vs []G.Value) (G.Value, error) {
 			accs[x].bias = make([]float64, h*c.q.cols)
 		}
 	}
-	var fe firstErr
+	fe := firstErr{op: "StreamAttention", hint: "the indexer's?"}
 	var mu sync.Mutex
 	var used streamScratch
 	parallelFor(h, c.q.b*tq*c.k.rows*(2*c.q.cols+2*c.v.cols), func(lo, hi int) {
