@@ -456,18 +456,11 @@ func (op *streamAttnOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) 
 	if !ok {
 		return nil, errors.Errorf("graph: StreamAttention: gradient node has op %v", dq.Op())
 	}
-	res := make(G.Nodes, len(in))
-	res[0] = dq
 	parts, terms := op.streamParts()
 	if len(parts) != len(in)-1 {
 		return nil, errors.Errorf("graph: StreamAttention: %d inputs, want %d", len(in), len(parts)+1)
 	}
-	for i, w := range parts {
-		if res[i+1], err = G.ApplyOp(&streamGradPartOp{src: src, part: w, term: terms[i]}, dq); err != nil {
-			return nil, err
-		}
-	}
-	return res, nil
+	return gradPartNodes(dq, src, parts, terms)
 }
 
 func (op *streamAttnOp) Do(vs ...G.Value) (G.Value, error) {
@@ -1209,6 +1202,7 @@ const (
 	partTable
 	partTermTable // term's table (streamGradPartOp.term)
 	partTermBias  // term's QBias
+	partEmb       // StreamCoPE's emb
 )
 
 // streamParts lists the gradients that parts hand out, for the inputs
@@ -1227,38 +1221,91 @@ func (c *streamCfg) streamParts() (parts []streamPart, terms []int) {
 	return parts, terms
 }
 
-// streamGradPartOp: dq (only for ordering) -> dk, dv, dtable or a term's
-// gradient, as computed by the run of src that produced dq.
+// partSource is a fused gradient op (streamGradOp, copeGradOp) whose
+// result is dq and which keeps the gradients of its other inputs for
+// streamGradPartOp to hand out.
+type partSource interface {
+	// partShape is the shape of a part (term: the term of partTermTable
+	// and partTermBias).
+	partShape(p streamPart, term int) tensor.Shape
+	// partBuf is the buffer of a part, nil if the op cannot have run.
+	partBuf(p streamPart, term int) *buf
+	// partName begins the String of the part ops.
+	partName() string
+	// dqRank is the rank of dq.
+	dqRank() int
+}
+
+// gradPartNodes returns the gradients of a fused op's inputs: dq, the
+// result of src's node, then a streamGradPartOp node per entry of parts
+// (and terms), for the inputs after q.
+func gradPartNodes(dq *G.Node, src partSource, parts []streamPart, terms []int) (G.Nodes, error) {
+	res := make(G.Nodes, len(parts)+1)
+	res[0] = dq
+	for i, w := range parts {
+		var err error
+		if res[i+1], err = G.ApplyOp(&streamGradPartOp{src: src, part: w, term: terms[i]}, dq); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (op *streamGradOp) partShape(p streamPart, term int) tensor.Shape {
+	switch p {
+	case partK:
+		return op.k.shape()
+	case partV:
+		return op.v.shape()
+	case partTermTable:
+		t := op.terms[term]
+		return tensor.Shape{t.rows, t.cols}
+	case partTermBias:
+		return tensor.Shape{op.q.h * op.q.cols}
+	}
+	return tensor.Shape{op.rows, op.hc}
+}
+
+func (op *streamGradOp) partBuf(p streamPart, term int) *buf {
+	switch p {
+	case partTermTable, partTermBias:
+		if term >= len(op.dterm) {
+			return nil
+		}
+		if p == partTermBias {
+			return &op.dqbias[term]
+		}
+		return &op.dterm[term]
+	case partK:
+		return &op.dk
+	case partV:
+		return &op.dv
+	}
+	return &op.dtab
+}
+
+func (op *streamGradOp) partName() string { return "streamAttentionGrad" }
+func (op *streamGradOp) dqRank() int      { return len(op.q.shape()) }
+
+// streamGradPartOp: dq (only for ordering) -> dk, dv, dtable, a term's
+// gradient or demb, as computed by the run of src that produced dq.
 type streamGradPartOp struct {
 	opBase
-	src  *streamGradOp
+	src  partSource
 	part streamPart
 	term int // the term of partTermTable and partTermBias
 	res  buf
 }
 
-func (op *streamGradPartOp) shape() tensor.Shape {
-	switch op.part {
-	case partK:
-		return op.src.k.shape()
-	case partV:
-		return op.src.v.shape()
-	case partTermTable:
-		t := op.src.terms[op.term]
-		return tensor.Shape{t.rows, t.cols}
-	case partTermBias:
-		return tensor.Shape{op.src.q.h * op.src.q.cols}
-	}
-	return tensor.Shape{op.src.rows, op.src.hc}
-}
-func (op *streamGradPartOp) Arity() int { return 1 }
+func (op *streamGradPartOp) shape() tensor.Shape { return op.src.partShape(op.part, op.term) }
+func (op *streamGradPartOp) Arity() int          { return 1 }
 func (op *streamGradPartOp) Type() hm.Type {
-	return hm.NewFnType(floatT(len(op.src.q.shape())), floatT(len(op.shape())))
+	return hm.NewFnType(floatT(op.src.dqRank()), floatT(len(op.shape())))
 }
 func (op *streamGradPartOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return op.shape(), nil }
 func (op *streamGradPartOp) String() string {
 	// The source op's address ties the node to its dq node's op.
-	return fmt.Sprintf("streamAttentionGrad%s{src=%p, term=%d}", [...]string{"K", "V", "Table", "TermTable", "TermBias"}[op.part], op.src, op.term)
+	return fmt.Sprintf("%s%s{src=%p, term=%d}", op.src.partName(), [...]string{"K", "V", "Table", "TermTable", "TermBias", "Emb"}[op.part], op.src, op.term)
 }
 func (op *streamGradPartOp) WriteHash(h hash.Hash) { writeHash(h, op) }
 func (op *streamGradPartOp) Hashcode() uint32      { return hashOf(op) }
@@ -1274,20 +1321,8 @@ func (op *streamGradPartOp) Do(vs ...G.Value) (G.Value, error) {
 }
 
 func streamPartDo[T float](op *streamGradPartOp) (G.Value, error) {
-	var b *buf
-	switch op.part {
-	case partTermTable, partTermBias:
-		if op.term >= len(op.src.dterm) {
-			return nil, errors.Errorf("graph: %v: the gradient op has not run", op)
-		}
-		b = &op.src.dterm[op.term]
-		if op.part == partTermBias {
-			b = &op.src.dqbias[op.term]
-		}
-	default:
-		b = [...]*buf{&op.src.dk, &op.src.dv, &op.src.dtab}[op.part]
-	}
-	if b.t == nil || !b.t.Shape().Eq(op.shape()) {
+	b := op.src.partBuf(op.part, op.term)
+	if b == nil || b.t == nil || !b.t.Shape().Eq(op.shape()) {
 		return nil, errors.Errorf("graph: %v: the gradient op has not run", op)
 	}
 	src, ok := b.t.Data().([]T)

@@ -177,7 +177,7 @@ func (op *copeAttnOp) DiffWRT(n int) []bool {
 }
 
 // SymDiff: one gradient op computes dq and keeps dk, dv and demb, handed
-// out by copeGradPartOp.
+// out by streamGradPartOp.
 func (op *copeAttnOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	fwd, ok := out.Op().(*copeAttnOp)
 	if !ok {
@@ -191,13 +191,7 @@ func (op *copeAttnOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	if !ok {
 		return nil, errors.Errorf("graph: StreamCoPE: gradient node has op %v", dq.Op())
 	}
-	res := G.Nodes{dq, nil, nil, nil}
-	for i := 1; i < 4; i++ {
-		if res[i], err = G.ApplyOp(&copeGradPartOp{src: src, part: i}, dq); err != nil {
-			return nil, err
-		}
-	}
-	return res, nil
+	return gradPartNodes(dq, src, []streamPart{partK, partV, partEmb}, []int{0, 0, 0})
 }
 
 func (op *copeAttnOp) Do(vs ...G.Value) (G.Value, error) {
@@ -432,7 +426,7 @@ func copeFwdDo[T float](op *copeAttnOp, vs []G.Value) (G.Value, error) {
 }
 
 // copeGradOp: q, k, v, emb, out, dout -> dq; it also computes dk, dv and
-// demb, handed out by copeGradPartOp.
+// demb, handed out by streamGradPartOp.
 type copeGradOp struct {
 	opBase
 	copeCfg
@@ -605,60 +599,27 @@ func copeBwdDo[T float](op *copeGradOp, vs []G.Value) (G.Value, error) {
 	return res, nil
 }
 
-// copeGradPartOp: dq (only for ordering) -> dk (part 1), dv (2) or demb
-// (3), as computed by the run of src that produced dq.
-type copeGradPartOp struct {
-	opBase
-	src  *copeGradOp
-	part int
-	res  buf
+func (op *copeGradOp) partShape(p streamPart, _ int) tensor.Shape {
+	switch p {
+	case partK:
+		return op.k.shape()
+	case partV:
+		return op.v.shape()
+	}
+	return tensor.Shape{op.q.cols, op.npos}
 }
 
-func (op *copeGradPartOp) from() (*buf, tensor.Shape) {
-	switch op.part {
-	case 1:
-		return &op.src.dk, op.src.k.shape()
-	case 2:
-		return &op.src.dv, op.src.v.shape()
+func (op *copeGradOp) partBuf(p streamPart, _ int) *buf {
+	switch p {
+	case partK:
+		return &op.dk
+	case partV:
+		return &op.dv
+	case partEmb:
+		return &op.de
 	}
-	return &op.src.de, tensor.Shape{op.src.q.cols, op.src.npos}
-}
-func (op *copeGradPartOp) Arity() int { return 1 }
-func (op *copeGradPartOp) Type() hm.Type {
-	_, s := op.from()
-	return hm.NewFnType(floatT(len(op.src.q.shape())), floatT(len(s)))
-}
-func (op *copeGradPartOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
-	_, s := op.from()
-	return s, nil
-}
-func (op *copeGradPartOp) String() string {
-	// The source op's address ties the node to its dq node's op.
-	return fmt.Sprintf("streamCoPEGrad%s{src=%p}", [...]string{"", "K", "V", "Emb"}[op.part], op.src)
-}
-func (op *copeGradPartOp) WriteHash(h hash.Hash) { writeHash(h, op) }
-func (op *copeGradPartOp) Hashcode() uint32      { return hashOf(op) }
-func (op *copeGradPartOp) DiffWRT(int) []bool    { return []bool{false} }
-func (op *copeGradPartOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
-	return nil, noSecondDerivative(op)
+	return nil
 }
 
-func (op *copeGradPartOp) Do(vs ...G.Value) (G.Value, error) {
-	return dispatch(op, op, vs,
-		func() (G.Value, error) { return copePartDo[float32](op) },
-		func() (G.Value, error) { return copePartDo[float64](op) })
-}
-
-func copePartDo[T float](op *copeGradPartOp) (G.Value, error) {
-	b, s := op.from()
-	if b.t == nil || !b.t.Shape().Eq(s) {
-		return nil, errors.Errorf("graph: %v: the gradient op has not run", op)
-	}
-	src, ok := b.t.Data().([]T)
-	if !ok {
-		return nil, errors.Errorf("graph: %v: gradient of dtype %v", op, b.t.Dtype())
-	}
-	t, d := bufFor[T](&op.res, s)
-	copy(d, src)
-	return t, nil
-}
+func (op *copeGradOp) partName() string { return "streamCoPEGrad" }
+func (op *copeGradOp) dqRank() int      { return len(op.q.shape()) }

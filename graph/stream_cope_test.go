@@ -311,7 +311,7 @@ func TestStreamCoPEIdentity(t *testing.T) {
 	n := 0
 	for _, nd := range g.AllNodes() {
 		switch op := nd.Op().(type) {
-		case *copeGradOp, *copeGradPartOp:
+		case *copeGradOp, *streamGradPartOp:
 			n++
 			if _, err := op.(G.SDOp).SymDiff(nil, nd, nd); err == nil || !strings.Contains(err.Error(), "no derivative") {
 				t.Fatalf("%v: SymDiff error %v", op, err)
