@@ -99,19 +99,7 @@ func (c copeCase) build(t testing.TB, g *G.ExprGraph, dt tensor.Dtype, seed int6
 // with respect to q, k, v and emb, as float64.
 func copeRun(t testing.TB, c copeCase, dt tensor.Dtype, ref bool) [][]float64 {
 	t.Helper()
-	g := G.NewGraph()
-	out, wrt := c.build(t, g, dt, 1, ref, nil)
-	loss := projLoss(t, rand.New(rand.NewSource(2)), out, "w")
-	grads, err := G.Grad(loss, wrt...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(t, g)
-	res := [][]float64{ToFloat64s(out.Value())}
-	for _, gr := range grads {
-		res = append(res, ToFloat64s(gr.Value()))
-	}
-	return res
+	return runWithGrads(t, func(g *G.ExprGraph) (*G.Node, G.Nodes) { return c.build(t, g, dt, 1, ref, nil) })
 }
 
 var copeWhat = []string{"out", "dq", "dk", "dv", "demb"}
