@@ -257,18 +257,29 @@ var streamWhat = []string{"out", "dq", "dk", "dv", "dtable"}
 // same inputs: to 1e-12 in float64 and 1e-5 in float32.
 func TestStreamAttentionMatchesMaterialised(t *testing.T) {
 	for _, c := range streamCases {
-		for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
-			t.Run(c.name+"/"+dt.String(), func(t *testing.T) {
-				got, want := streamRun(t, c, dt, false), streamRun(t, c, dt, true)
-				tol := 1e-12
-				if dt == tensor.Float32 {
-					tol = 1e-5
-				}
-				for i := range want {
-					checkClose(t, streamWhat[i], got[i], want[i], tol, tol)
-				}
-			})
-		}
+		checkMatchesMaterialised(t, c.name, streamWhat, func(t testing.TB, dt tensor.Dtype, ref bool) [][]float64 { return streamRun(t, c, dt, ref) })
+	}
+}
+
+// checkMatchesMaterialised compares, in subtests name/dtype, the results
+// of run streamed with those of run materialised (ref), in float64 to
+// 1e-12 and in float32 to 1e-5; what names the results.
+func checkMatchesMaterialised(t *testing.T, name string, what []string, run func(t testing.TB, dt tensor.Dtype, ref bool) [][]float64) {
+	t.Helper()
+	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
+		t.Run(name+"/"+dt.String(), func(t *testing.T) {
+			got, want := run(t, dt, false), run(t, dt, true)
+			tol := 1e-12
+			if dt == tensor.Float32 {
+				tol = 1e-5
+			}
+			if len(got) != len(want) {
+				t.Fatalf("%d results, want %d", len(got), len(want))
+			}
+			for i := range want {
+				checkClose(t, what[i], got[i], want[i], tol, tol)
+			}
+		})
 	}
 }
 

@@ -109,18 +109,7 @@ var copeWhat = []string{"out", "dq", "dk", "dv", "demb"}
 // in float32.
 func TestStreamCoPEMatchesMaterialised(t *testing.T) {
 	for _, c := range copeCases {
-		for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
-			t.Run(c.name+"/"+dt.String(), func(t *testing.T) {
-				got, want := copeRun(t, c, dt, false), copeRun(t, c, dt, true)
-				tol := 1e-12
-				if dt == tensor.Float32 {
-					tol = 1e-5
-				}
-				for i := range want {
-					checkClose(t, copeWhat[i], got[i], want[i], tol, tol)
-				}
-			})
-		}
+		checkMatchesMaterialised(t, c.name, copeWhat, func(t testing.TB, dt tensor.Dtype, ref bool) [][]float64 { return copeRun(t, c, dt, ref) })
 	}
 }
 
