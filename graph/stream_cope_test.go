@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"errors"
 	"math"
 	"math/rand"
 	"strings"
@@ -297,5 +298,26 @@ func TestStreamCoPEIdentity(t *testing.T) {
 	}
 	if n != 4 {
 		t.Fatalf("%d gradient ops, want dq, dk, dv and demb", n)
+	}
+}
+
+// TestFirstErrNamesOp: a panic in a task of a run becomes the run's error,
+// naming the op (and the hint, if any), and later errors do not replace it.
+func TestFirstErrNamesOp(t *testing.T) {
+	for _, c := range []struct {
+		fe   *firstErr
+		want string
+	}{
+		{&firstErr{op: "StreamCoPE"}, "graph: StreamCoPE: panic in a task: boom"},
+		{&firstErr{op: "StreamAttention", hint: "the indexer's?"}, "graph: StreamAttention: panic in a task (the indexer's?): boom"},
+	} {
+		func() {
+			defer c.fe.recover()
+			panic("boom")
+		}()
+		c.fe.set(errors.New("later"))
+		if c.fe.err == nil || c.fe.err.Error() != c.want || !c.fe.bad.Load() {
+			t.Errorf("error %v (bad %v), want %q", c.fe.err, c.fe.bad.Load(), c.want)
+		}
 	}
 }
