@@ -3,6 +3,7 @@ package graph
 import (
 	"math"
 	"math/rand"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -263,7 +264,7 @@ func TestStreamAttentionMatchesMaterialised(t *testing.T) {
 
 // checkMatchesMaterialised compares, in subtests name/dtype, the results
 // of run streamed with those of run materialised (ref), in float64 to
-// 1e-12 and in float32 to 1e-5; what names the results.
+// 1e-12 and in float32 to 1e-5; what names the results (else "result i").
 func checkMatchesMaterialised(t *testing.T, name string, what []string, run func(t testing.TB, dt tensor.Dtype, ref bool) [][]float64) {
 	t.Helper()
 	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
@@ -277,7 +278,11 @@ func checkMatchesMaterialised(t *testing.T, name string, what []string, run func
 				t.Fatalf("%d results, want %d", len(got), len(want))
 			}
 			for i := range want {
-				checkClose(t, what[i], got[i], want[i], tol, tol)
+				name := "result " + strconv.Itoa(i)
+				if i < len(what) {
+					name = what[i]
+				}
+				checkClose(t, name, got[i], want[i], tol, tol)
 			}
 		})
 	}
