@@ -589,22 +589,29 @@ func TestStreamAttentionProbe(t *testing.T) {
 				stats[r], outs[r] = p.Stats(), ToFloat64s(out.Value())
 			}
 			checkClose(t, "out", outs[0], outs[1], 1e-12, 1e-12)
-			if len(stats[0]) != c.h || len(stats[1]) != c.h {
-				t.Fatalf("stats of %d and %d heads", len(stats[0]), len(stats[1]))
-			}
-			for h := range stats[0] {
-				g, w := stats[0][h], stats[1][h]
-				f := func(s HeadStats) []float64 {
-					return []float64{s.EntropyMean, s.EntropyMin, s.ScoreMax, s.ScoreMin, s.PosRMS, s.OneHot, float64(s.Rows)}
-				}
-				gv, wv := f(g), f(w)
-				for i := range gv {
-					if !(math.Abs(gv[i]-wv[i]) <= 1e-12*(1+math.Abs(wv[i])) || math.IsNaN(gv[i]) && math.IsNaN(wv[i])) {
-						t.Fatalf("head %d: stream %+v, materialised %+v", h, g, w)
-					}
-				}
-			}
+			checkProbeStats(t, stats[0], stats[1], c.h)
 		})
+	}
+}
+
+// checkProbeStats fails unless the streamed probe statistics got and the
+// materialised ones want both have heads heads and agree to 1e-12
+// (relative to 1 + |want|; NaN matches NaN).
+func checkProbeStats(t *testing.T, got, want []HeadStats, heads int) {
+	t.Helper()
+	if len(got) != heads || len(want) != heads {
+		t.Fatalf("stats of %d and %d heads, want %d", len(got), len(want), heads)
+	}
+	f := func(s HeadStats) []float64 {
+		return []float64{s.EntropyMean, s.EntropyMin, s.ScoreMax, s.ScoreMin, s.PosRMS, s.OneHot, float64(s.Rows)}
+	}
+	for h := range got {
+		gv, wv := f(got[h]), f(want[h])
+		for i := range gv {
+			if !(math.Abs(gv[i]-wv[i]) <= 1e-12*(1+math.Abs(wv[i])) || math.IsNaN(gv[i]) && math.IsNaN(wv[i])) {
+				t.Fatalf("head %d: stream %+v, materialised %+v", h, got[h], want[h])
+			}
+		}
 	}
 }
 

@@ -187,21 +187,7 @@ func TestStreamCoPEProbe(t *testing.T) {
 				stats[r], outs[r] = c.probed(t, tensor.Float64, 5, ref)
 			}
 			checkClose(t, "out", outs[0], outs[1], 1e-12, 1e-12)
-			if len(stats[0]) != c.h || len(stats[1]) != c.h {
-				t.Fatalf("stats of %d and %d heads", len(stats[0]), len(stats[1]))
-			}
-			for h := range stats[0] {
-				g, w := stats[0][h], stats[1][h]
-				f := func(s HeadStats) []float64 {
-					return []float64{s.EntropyMean, s.EntropyMin, s.ScoreMax, s.ScoreMin, s.PosRMS, s.OneHot, float64(s.Rows)}
-				}
-				gv, wv := f(g), f(w)
-				for i := range gv {
-					if !(math.Abs(gv[i]-wv[i]) <= 1e-12*(1+math.Abs(wv[i])) || math.IsNaN(gv[i]) && math.IsNaN(wv[i])) {
-						t.Fatalf("head %d: stream %+v, materialised %+v", h, g, w)
-					}
-				}
-			}
+			checkProbeStats(t, stats[0], stats[1], c.h)
 		})
 	}
 }
