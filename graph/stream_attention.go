@@ -136,56 +136,11 @@ type TileIndexer interface {
 // run fail with an error naming the row, the batch element, query and key.
 func StreamAttention(q, k, v *G.Node, o StreamOpts) (*G.Node, error) {
 	const name = "StreamAttention"
-	var ls [3]headLayout // of q, k, v
-	for i, n := range []*G.Node{q, k, v} {
-		what := [...]string{"q", "k", "v"}[i]
-		if err := checkFloatNode(name, what, n); err != nil {
-			return nil, err
-		}
-		if n.Dims() != q.Dims() || n.Dtype() != q.Dtype() {
-			return nil, errors.Errorf("graph: %s: q %v (%v) and %s %v (%v) differ in rank or dtype", name, q.Shape(), q.Dtype(), what, n.Shape(), n.Dtype())
-		}
-		var err error
-		if ls[i], err = layoutOf(name, what, n.Shape(), o.Heads); err != nil {
-			return nil, err
-		}
+	c, err := newStreamCfg(name, q, k, v, o)
+	if err != nil {
+		return nil, err
 	}
-	ql, kl, vl := ls[0], ls[1], ls[2]
-	if ql.b != kl.b || ql.h != kl.h || ql.cols != kl.cols {
-		return nil, errors.Errorf("graph: %s: q %v and k %v: batch, heads and head width must agree", name, q.Shape(), k.Shape())
-	}
-	if vl.b != kl.b || vl.h != kl.h || vl.rows != kl.rows {
-		return nil, errors.Errorf("graph: %s: k %v and v %v: batch, heads and keys must agree", name, k.Shape(), v.Shape())
-	}
-	if ql.b < 1 || ql.h < 1 || ql.rows < 1 || kl.rows < 1 || ql.cols < 1 || vl.cols < 1 {
-		return nil, errors.Errorf("graph: %s: q %v, k %v, v %v: every dimension must be >= 1", name, q.Shape(), k.Shape(), v.Shape())
-	}
-	c := streamCfg{q: ql, k: kl, v: vl, scale: o.Scale, causal: o.Causal, qStart: o.QStart, kStart: o.KStart,
-		tq: o.TileQ, tk: o.TileK}
-	c.out = headLayout{merged: ql.merged, b: ql.b, h: ql.h, rows: ql.rows, cols: vl.cols}
-	if c.scale == 0 {
-		c.scale = 1 / math.Sqrt(float64(ql.cols))
-	}
-	if math.IsNaN(c.scale) || math.IsInf(c.scale, 0) {
-		return nil, errors.Errorf("graph: %s: scale %v is not finite", name, o.Scale)
-	}
-	if c.tq < 0 || c.tk < 0 {
-		return nil, errors.Errorf("graph: %s: tiles %d×%d must be >= 0 (0: default)", name, o.TileQ, o.TileK)
-	}
-	if c.tq == 0 {
-		c.tq = DefaultStreamTileQ
-	}
-	if c.tk == 0 {
-		c.tk = DefaultStreamTileK
-	}
-	c.tq, c.tk = min(c.tq, ql.rows), min(c.tk, kl.rows)
-	if o.KeyMask != nil {
-		if len(o.KeyMask) != kl.b*kl.rows {
-			return nil, errors.Errorf("graph: %s: key mask has %d entries, want B*Tk = %d*%d", name, len(o.KeyMask), kl.b, kl.rows)
-		}
-		c.keyMask = append([]bool(nil), o.KeyMask...)
-		c.maskID = maskDigest(c.keyMask)
-	}
+	ql, vl := c.q, c.v
 	inputs := G.Nodes{q, k, v}
 	switch {
 	case o.Table != nil:
@@ -215,6 +170,62 @@ func StreamAttention(q, k, v *G.Node, o StreamOpts) (*G.Node, error) {
 	c.terms = terms
 	inputs = append(inputs, tnodes...)
 	return G.ApplyOp(&streamAttnOp{streamCfg: c, probe: o.Probe}, inputs...)
+}
+
+// newStreamCfg checks q, k, v and the options that StreamAttention and
+// StreamCoPE share (layouts, scale, tiles, key mask) and returns the
+// configuration without a table or terms; name is the op's, for the errors.
+func newStreamCfg(name string, q, k, v *G.Node, o StreamOpts) (streamCfg, error) {
+	var ls [3]headLayout // of q, k, v
+	for i, n := range []*G.Node{q, k, v} {
+		what := [...]string{"q", "k", "v"}[i]
+		if err := checkFloatNode(name, what, n); err != nil {
+			return streamCfg{}, err
+		}
+		if n.Dims() != q.Dims() || n.Dtype() != q.Dtype() {
+			return streamCfg{}, errors.Errorf("graph: %s: q %v (%v) and %s %v (%v) differ in rank or dtype", name, q.Shape(), q.Dtype(), what, n.Shape(), n.Dtype())
+		}
+		var err error
+		if ls[i], err = layoutOf(name, what, n.Shape(), o.Heads); err != nil {
+			return streamCfg{}, err
+		}
+	}
+	ql, kl, vl := ls[0], ls[1], ls[2]
+	if ql.b != kl.b || ql.h != kl.h || ql.cols != kl.cols {
+		return streamCfg{}, errors.Errorf("graph: %s: q %v and k %v: batch, heads and head width must agree", name, q.Shape(), k.Shape())
+	}
+	if vl.b != kl.b || vl.h != kl.h || vl.rows != kl.rows {
+		return streamCfg{}, errors.Errorf("graph: %s: k %v and v %v: batch, heads and keys must agree", name, k.Shape(), v.Shape())
+	}
+	if ql.b < 1 || ql.h < 1 || ql.rows < 1 || kl.rows < 1 || ql.cols < 1 || vl.cols < 1 {
+		return streamCfg{}, errors.Errorf("graph: %s: q %v, k %v, v %v: every dimension must be >= 1", name, q.Shape(), k.Shape(), v.Shape())
+	}
+	c := streamCfg{q: ql, k: kl, v: vl, scale: o.Scale, causal: o.Causal, qStart: o.QStart, kStart: o.KStart, tq: o.TileQ, tk: o.TileK}
+	c.out = headLayout{merged: ql.merged, b: ql.b, h: ql.h, rows: ql.rows, cols: vl.cols}
+	if c.scale == 0 {
+		c.scale = 1 / math.Sqrt(float64(ql.cols))
+	}
+	if math.IsNaN(c.scale) || math.IsInf(c.scale, 0) {
+		return streamCfg{}, errors.Errorf("graph: %s: scale %v is not finite", name, o.Scale)
+	}
+	if c.tq < 0 || c.tk < 0 {
+		return streamCfg{}, errors.Errorf("graph: %s: tiles %d×%d must be >= 0 (0: default)", name, o.TileQ, o.TileK)
+	}
+	if c.tq == 0 {
+		c.tq = DefaultStreamTileQ
+	}
+	if c.tk == 0 {
+		c.tk = DefaultStreamTileK
+	}
+	c.tq, c.tk = min(c.tq, ql.rows), min(c.tk, kl.rows)
+	if o.KeyMask != nil {
+		if len(o.KeyMask) != kl.b*kl.rows {
+			return streamCfg{}, errors.Errorf("graph: %s: key mask has %d entries, want B*Tk = %d*%d", name, len(o.KeyMask), kl.b, kl.rows)
+		}
+		c.keyMask = append([]bool(nil), o.KeyMask...)
+		c.maskID = maskDigest(c.keyMask)
+	}
+	return c, nil
 }
 
 // streamCfg is what the forward and the gradient ops share: layouts and
@@ -445,18 +456,11 @@ func (op *streamAttnOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) 
 	if !ok {
 		return nil, errors.Errorf("graph: StreamAttention: gradient node has op %v", dq.Op())
 	}
-	res := make(G.Nodes, len(in))
-	res[0] = dq
 	parts, terms := op.streamParts()
 	if len(parts) != len(in)-1 {
 		return nil, errors.Errorf("graph: StreamAttention: %d inputs, want %d", len(in), len(parts)+1)
 	}
-	for i, w := range parts {
-		if res[i+1], err = G.ApplyOp(&streamGradPartOp{src: src, part: w, term: terms[i]}, dq); err != nil {
-			return nil, err
-		}
-	}
-	return res, nil
+	return gradPartNodes(dq, src, parts, terms)
 }
 
 func (op *streamAttnOp) Do(vs ...G.Value) (G.Value, error) {
@@ -506,17 +510,24 @@ func streamInputs[T float](op any, c *streamCfg, vs []G.Value) (streamIn[T], err
 
 // firstErr keeps the first error of the tasks of a parallel run.
 type firstErr struct {
-	mu  sync.Mutex
-	err error
-	bad atomic.Bool
+	// op names the op in the error of a panic, hint (if not empty) its
+	// likely source, as "the indexer's?".
+	op, hint string
+	mu       sync.Mutex
+	err      error
+	bad      atomic.Bool
 }
 
 // recover, deferred by each task, turns a panic of the task (an indexer's,
-// say) into the run's error: a panic in a goroutine of parallelFor would
-// end the process.
+// say) into the run's error, naming the op: a panic in a goroutine of
+// parallelFor would end the process.
 func (e *firstErr) recover() {
 	if r := recover(); r != nil {
-		e.set(errors.Errorf("graph: StreamAttention: panic in a task (the indexer's?): %v", r))
+		hint := ""
+		if e.hint != "" {
+			hint = " (" + e.hint + ")"
+		}
+		e.set(errors.Errorf("graph: %s: panic in a task%s: %v", e.op, hint, r))
 	}
 }
 
@@ -768,6 +779,114 @@ func sumT[T float](x []T) T {
 	return (s0 + s1) + (s2 + s3)
 }
 
+// onlineSoftmax is the running softmax of one head over the rows of a query
+// block (FlashAttention-2) in the forward of StreamAttention and
+// StreamCoPE: per row the running maximum m, sum l and, for the probe's
+// entropy, Σ exp(s−m)·s, each [rows] float64; shift and rmax [rows] are
+// work space of add (the tile's exp shifts and row maxima), shared by the
+// heads of one thread.
+type onlineSoftmax[T float] struct {
+	m, l, ws    []float64
+	shift, rmax []T
+	out         []T // the block's output rows, ld apart
+	ld, cols    int
+	ni          int
+	probe       bool
+}
+
+// newOnlineSoftmaxes returns the softmaxes of heads heads over blocks of at
+// most rows rows, sharing shift and rmax: 3·heads·rows float64 and 2·rows
+// T in all.
+func newOnlineSoftmaxes[T float](heads, rows int) []onlineSoftmax[T] {
+	f, t := make([]float64, 3*heads*rows), make([]T, 2*rows)
+	s := make([]onlineSoftmax[T], heads)
+	for h := range s {
+		g := f[3*h*rows : 3*(h+1)*rows]
+		s[h] = onlineSoftmax[T]{m: g[:rows], l: g[rows : 2*rows], ws: g[2*rows:], shift: t[:rows], rmax: t[rows:]}
+	}
+	return s
+}
+
+// start begins ni rows whose output rows are out[a*ld : a*ld+cols].
+func (s *onlineSoftmax[T]) start(out []T, ld, cols, ni int, probe bool) {
+	s.out, s.ld, s.cols, s.ni, s.probe = out, ld, cols, ni, probe
+	for a := 0; a < ni; a++ {
+		s.m[a], s.l[a], s.ws[a] = math.Inf(-1), 0, 0
+		clear(out[a*ld : a*ld+cols])
+	}
+}
+
+// add folds in a tile of scores sc [ni, nj] (row maxima in rmax, -Inf for
+// blocked entries; overwritten by exp(sc − m)) with values v [nj, cols]
+// (ld ldv).
+func (s *onlineSoftmax[T]) add(sc []T, nj int, v []T, ldv int) {
+	for a := 0; a < s.ni; a++ {
+		mx := s.rmax[a]
+		mOld, mNew := s.m[a], math.Max(s.m[a], float64(mx))
+		if mx != mx {
+			mNew = math.NaN()
+		}
+		if math.IsInf(mNew, -1) { // nothing allowed yet
+			s.shift[a] = 0
+			continue
+		}
+		s.shift[a] = T(mNew)
+		if mNew != mOld {
+			alpha := math.Exp(mOld - mNew)
+			s.l[a] *= alpha
+			s.ws[a] *= alpha
+			orow := s.out[a*s.ld : a*s.ld+s.cols]
+			for x := range orow {
+				orow[x] *= T(alpha)
+			}
+			s.m[a] = mNew
+		}
+	}
+	if s.probe { // Σ exp(s - m)·s, for the entropy
+		for a := 0; a < s.ni; a++ {
+			for _, x := range sc[a*nj : (a+1)*nj] {
+				if !math.IsInf(float64(x), -1) {
+					s.ws[a] += math.Exp(float64(x)-s.m[a]) * float64(x)
+				}
+			}
+		}
+	}
+	expRows(sc, nj, s.shift[:s.ni])
+	for a := 0; a < s.ni; a++ {
+		s.l[a] += float64(sumT(sc[a*nj : (a+1)*nj]))
+	}
+	gemmSerial(false, false, s.ni, s.cols, nj, 1, sc, nj, v, ldv, 1, s.out, s.ld)
+}
+
+// finish normalises the rows, writes their log-sum-exp into lse[:ni] (+Inf
+// for a row with no allowed key, whose output is 0) and, with pa, records
+// the entropy and one-hot figures of the rows with at least two allowed
+// keys.
+func (s *onlineSoftmax[T]) finish(lse []T, pa *headAcc, allowed []int) {
+	for a := 0; a < s.ni; a++ {
+		orow := s.out[a*s.ld : a*s.ld+s.cols]
+		if s.l[a] == 0 {
+			clear(orow)
+			lse[a] = T(math.Inf(1))
+			continue
+		}
+		inv := 1 / s.l[a]
+		for y := range orow {
+			orow[y] = T(float64(orow[y]) * inv)
+		}
+		lse[a] = T(s.m[a] + math.Log(s.l[a]))
+		if pa != nil && allowed[a] >= 2 {
+			ent := s.m[a] + math.Log(s.l[a]) - s.ws[a]*inv
+			pa.entSum += ent
+			pa.entMin = math.Min(pa.entMin, ent)
+			if inv >= OneHotThreshold {
+				pa.oneHot++
+			}
+			pa.rows++
+		}
+	}
+}
+
 func streamFwdDo[T float](op *streamAttnOp, vs []G.Value) (G.Value, error) {
 	c := &op.streamCfg
 	in, err := streamInputs[T](op, c, vs)
@@ -792,10 +911,9 @@ func streamFwdDo[T float](op *streamAttnOp, vs []G.Value) (G.Value, error) {
 			acc[i] = newHeadAcc()
 		}
 	}
-	var fe firstErr
+	fe := firstErr{op: "StreamAttention", hint: "the indexer's?"}
 	var mu sync.Mutex
 	var used streamScratch
-	sz := c.fwdScratch()
 	parallelFor(c.q.b*nqb, c.tq*c.k.rows*h*(c.q.cols+c.v.cols), func(lo, hi int) {
 		defer fe.recover()
 		t := newStreamTile(c, &in)
@@ -804,32 +922,23 @@ func streamFwdDo[T float](op *streamAttnOp, vs []G.Value) (G.Value, error) {
 			used = used.add(t.termBuffers())
 			mu.Unlock()
 		}()
-		shift := make([]T, 2*c.tq)
-		shift, rmax := shift[:c.tq], shift[c.tq:]
-		f64 := make([]float64, sz.F64)
+		sms := newOnlineSoftmaxes[T](h, c.tq)
 		var allowed []int
 		if acc != nil {
 			allowed = make([]int, h*c.tq)
 		}
 		mu.Lock()
-		used.Floats += len(t.s) + len(shift) + len(rmax)
+		used.Floats += len(t.s) + len(sms[0].shift) + len(sms[0].rmax)
 		used.Ints += len(t.idx) + len(allowed)
-		used.F64 += len(f64)
+		used.F64 += h * (len(sms[0].m) + len(sms[0].l) + len(sms[0].ws))
 		mu.Unlock()
-		m, l, ws := f64[:h*c.tq], f64[h*c.tq:2*h*c.tq], f64[2*h*c.tq:]
 		for task := lo; task < hi && !fe.bad.Load(); task++ {
 			b, qb := task/nqb, zigzag(task%nqb, nqb)
 			i0, i1 := qb*c.tq, min((qb+1)*c.tq, tq)
 			ni := i1 - i0
-			for x := range m {
-				m[x], l[x], ws[x] = math.Inf(-1), 0, 0
-			}
 			clear(allowed)
-			for hh := 0; hh < h; hh++ {
-				oo := c.out.off(b, hh)
-				for a := i0; a < i1; a++ {
-					clear(out[oo+a*c.out.ld() : oo+a*c.out.ld()+c.out.cols])
-				}
+			for hh := range sms {
+				sms[hh].start(out[c.out.off(b, hh)+i0*c.out.ld():], c.out.ld(), c.out.cols, ni, acc != nil)
 			}
 			jend := c.keyEnd(i1)
 			for j0 := 0; j0 < jend; j0 += c.tk {
@@ -843,83 +952,26 @@ func streamFwdDo[T float](op *streamAttnOp, vs []G.Value) (G.Value, error) {
 					return
 				}
 				nj := j1 - j0
-				for hh := 0; hh < h; hh++ {
+				for hh := range sms {
 					var pa *headAcc
 					var al []int
 					if acc != nil {
 						pa, al = &acc[task*h+hh], allowed[hh*c.tq:]
 					}
-					t.scores(hh, pa, al, rmax)
+					sm := &sms[hh]
+					t.scores(hh, pa, al, sm.rmax)
 					s := t.s[:ni*nj]
-					mh, lh, wh := m[hh*c.tq:], l[hh*c.tq:], ws[hh*c.tq:]
-					oo := c.out.off(b, hh) + i0*c.out.ld()
-					for a := 0; a < ni; a++ {
-						mx := rmax[a]
-						mOld, mNew := mh[a], math.Max(mh[a], float64(mx))
-						if mx != mx {
-							mNew = math.NaN()
-						}
-						if math.IsInf(mNew, -1) { // nothing allowed yet
-							shift[a] = 0
-							continue
-						}
-						shift[a] = T(mNew)
-						if mNew != mOld {
-							alpha := math.Exp(mOld - mNew)
-							lh[a] *= alpha
-							wh[a] *= alpha
-							orow := out[oo+a*c.out.ld() : oo+a*c.out.ld()+c.out.cols]
-							for x := range orow {
-								orow[x] *= T(alpha)
-							}
-							mh[a] = mNew
-						}
-					}
-					if pa != nil { // Σ exp(s - m)·s, for the entropy
-						for a := 0; a < ni; a++ {
-							for _, x := range s[a*nj : (a+1)*nj] {
-								if !math.IsInf(float64(x), -1) {
-									wh[a] += math.Exp(float64(x)-mh[a]) * float64(x)
-								}
-							}
-						}
-					}
-					expRows(s, nj, shift[:ni])
-					for a := 0; a < ni; a++ {
-						lh[a] += float64(sumT(s[a*nj : (a+1)*nj]))
-					}
-					vo := c.v.off(b, hh) + j0*c.v.ld()
-					gemmSerial(false, false, ni, c.v.cols, nj, 1, s, nj, in.v[vo:], c.v.ld(), 1, out[oo:], c.out.ld())
-					t.valueTermsFwd(hh, s, out[oo:], c.out.ld())
+					sm.add(s, nj, in.v[c.v.off(b, hh)+j0*c.v.ld():], c.v.ld())
+					t.valueTermsFwd(hh, s, sm.out, c.out.ld())
 				}
 			}
-			for hh := 0; hh < h; hh++ {
-				oo := c.out.off(b, hh) + i0*c.out.ld()
-				for a := 0; a < ni; a++ {
-					x := hh*c.tq + a
-					orow := out[oo+a*c.out.ld() : oo+a*c.out.ld()+c.out.cols]
-					r := (b*h+hh)*tq + i0 + a
-					if l[x] == 0 {
-						clear(orow)
-						lse[r] = T(math.Inf(1))
-						continue
-					}
-					inv := 1 / l[x]
-					for y := range orow {
-						orow[y] = T(float64(orow[y]) * inv)
-					}
-					lse[r] = T(m[x] + math.Log(l[x]))
-					if acc != nil && allowed[x] >= 2 {
-						pa := &acc[task*h+hh]
-						ent := m[x] + math.Log(l[x]) - ws[x]*inv
-						pa.entSum += ent
-						pa.entMin = math.Min(pa.entMin, ent)
-						if inv >= OneHotThreshold {
-							pa.oneHot++
-						}
-						pa.rows++
-					}
+			for hh := range sms {
+				var pa *headAcc
+				var al []int
+				if acc != nil {
+					pa, al = &acc[task*h+hh], allowed[hh*c.tq:]
 				}
+				sms[hh].finish(lse[(b*h+hh)*tq+i0:], pa, al)
 			}
 		}
 	})
@@ -1009,7 +1061,7 @@ func streamBwdDo[T float](op *streamGradOp, vs []G.Value) (G.Value, error) {
 			accs[x].bias = make([]float64, h*c.q.cols)
 		}
 	}
-	var fe firstErr
+	fe := firstErr{op: "StreamAttention", hint: "the indexer's?"}
 	var mu sync.Mutex
 	var used streamScratch
 	parallelFor(h, c.q.b*tq*c.k.rows*(2*c.q.cols+2*c.v.cols), func(lo, hi int) {
@@ -1150,6 +1202,7 @@ const (
 	partTable
 	partTermTable // term's table (streamGradPartOp.term)
 	partTermBias  // term's QBias
+	partEmb       // StreamCoPE's emb
 )
 
 // streamParts lists the gradients that parts hand out, for the inputs
@@ -1168,38 +1221,91 @@ func (c *streamCfg) streamParts() (parts []streamPart, terms []int) {
 	return parts, terms
 }
 
-// streamGradPartOp: dq (only for ordering) -> dk, dv, dtable or a term's
-// gradient, as computed by the run of src that produced dq.
+// partSource is a fused gradient op (streamGradOp, copeGradOp) whose
+// result is dq and which keeps the gradients of its other inputs for
+// streamGradPartOp to hand out.
+type partSource interface {
+	// partShape is the shape of a part (term: the term of partTermTable
+	// and partTermBias).
+	partShape(p streamPart, term int) tensor.Shape
+	// partBuf is the buffer of a part, nil if the op cannot have run.
+	partBuf(p streamPart, term int) *buf
+	// partName begins the String of the part ops.
+	partName() string
+	// dqRank is the rank of dq.
+	dqRank() int
+}
+
+// gradPartNodes returns the gradients of a fused op's inputs: dq, the
+// result of src's node, then a streamGradPartOp node per entry of parts
+// (and terms), for the inputs after q.
+func gradPartNodes(dq *G.Node, src partSource, parts []streamPart, terms []int) (G.Nodes, error) {
+	res := make(G.Nodes, len(parts)+1)
+	res[0] = dq
+	for i, w := range parts {
+		var err error
+		if res[i+1], err = G.ApplyOp(&streamGradPartOp{src: src, part: w, term: terms[i]}, dq); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (op *streamGradOp) partShape(p streamPart, term int) tensor.Shape {
+	switch p {
+	case partK:
+		return op.k.shape()
+	case partV:
+		return op.v.shape()
+	case partTermTable:
+		t := op.terms[term]
+		return tensor.Shape{t.rows, t.cols}
+	case partTermBias:
+		return tensor.Shape{op.q.h * op.q.cols}
+	}
+	return tensor.Shape{op.rows, op.hc}
+}
+
+func (op *streamGradOp) partBuf(p streamPart, term int) *buf {
+	switch p {
+	case partTermTable, partTermBias:
+		if term >= len(op.dterm) {
+			return nil
+		}
+		if p == partTermBias {
+			return &op.dqbias[term]
+		}
+		return &op.dterm[term]
+	case partK:
+		return &op.dk
+	case partV:
+		return &op.dv
+	}
+	return &op.dtab
+}
+
+func (op *streamGradOp) partName() string { return "streamAttentionGrad" }
+func (op *streamGradOp) dqRank() int      { return len(op.q.shape()) }
+
+// streamGradPartOp: dq (only for ordering) -> dk, dv, dtable, a term's
+// gradient or demb, as computed by the run of src that produced dq.
 type streamGradPartOp struct {
 	opBase
-	src  *streamGradOp
+	src  partSource
 	part streamPart
 	term int // the term of partTermTable and partTermBias
 	res  buf
 }
 
-func (op *streamGradPartOp) shape() tensor.Shape {
-	switch op.part {
-	case partK:
-		return op.src.k.shape()
-	case partV:
-		return op.src.v.shape()
-	case partTermTable:
-		t := op.src.terms[op.term]
-		return tensor.Shape{t.rows, t.cols}
-	case partTermBias:
-		return tensor.Shape{op.src.q.h * op.src.q.cols}
-	}
-	return tensor.Shape{op.src.rows, op.src.hc}
-}
-func (op *streamGradPartOp) Arity() int { return 1 }
+func (op *streamGradPartOp) shape() tensor.Shape { return op.src.partShape(op.part, op.term) }
+func (op *streamGradPartOp) Arity() int          { return 1 }
 func (op *streamGradPartOp) Type() hm.Type {
-	return hm.NewFnType(floatT(len(op.src.q.shape())), floatT(len(op.shape())))
+	return hm.NewFnType(floatT(op.src.dqRank()), floatT(len(op.shape())))
 }
 func (op *streamGradPartOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return op.shape(), nil }
 func (op *streamGradPartOp) String() string {
 	// The source op's address ties the node to its dq node's op.
-	return fmt.Sprintf("streamAttentionGrad%s{src=%p, term=%d}", [...]string{"K", "V", "Table", "TermTable", "TermBias"}[op.part], op.src, op.term)
+	return fmt.Sprintf("%s%s{src=%p, term=%d}", op.src.partName(), [...]string{"K", "V", "Table", "TermTable", "TermBias", "Emb"}[op.part], op.src, op.term)
 }
 func (op *streamGradPartOp) WriteHash(h hash.Hash) { writeHash(h, op) }
 func (op *streamGradPartOp) Hashcode() uint32      { return hashOf(op) }
@@ -1215,20 +1321,8 @@ func (op *streamGradPartOp) Do(vs ...G.Value) (G.Value, error) {
 }
 
 func streamPartDo[T float](op *streamGradPartOp) (G.Value, error) {
-	var b *buf
-	switch op.part {
-	case partTermTable, partTermBias:
-		if op.term >= len(op.src.dterm) {
-			return nil, errors.Errorf("graph: %v: the gradient op has not run", op)
-		}
-		b = &op.src.dterm[op.term]
-		if op.part == partTermBias {
-			b = &op.src.dqbias[op.term]
-		}
-	default:
-		b = [...]*buf{&op.src.dk, &op.src.dv, &op.src.dtab}[op.part]
-	}
-	if b.t == nil || !b.t.Shape().Eq(op.shape()) {
+	b := op.src.partBuf(op.part, op.term)
+	if b == nil || b.t == nil || !b.t.Shape().Eq(op.shape()) {
 		return nil, errors.Errorf("graph: %v: the gradient op has not run", op)
 	}
 	src, ok := b.t.Data().([]T)

@@ -23,20 +23,29 @@ func FuzzStreamAttention(f *testing.F) {
 		c := streamCase{name: "fuzz", b: d(0, 1, 3), h: d(1, 1, 3), tq: d(2, 1, 12), tk: d(3, 1, 12), dh: d(4, 1, 4), dv: d(5, 1, 4),
 			tileQ: d(6, 0, 13), tileK: d(7, 0, 13), causal: causal, qStart: int(qStart), kStart: int(kStart),
 			table: []string{"", "rel", "rel1", "alibi", "example"}[table%5]}
-		if padSeed != 0 {
-			rng := rand.New(rand.NewSource(padSeed))
-			valid := make([]bool, c.b*c.tk)
-			for i := range valid {
-				valid[i] = rng.Intn(3) > 0
-			}
-			if c.b > 1 && padSeed%2 == 0 {
-				clear(valid[:c.tk]) // batch element 0 fully padded
-			}
-			c.pad = func(b, j int) bool { return valid[b*c.tk+j] }
-		}
+		c.pad = fuzzPad(padSeed, c.b, c.tk)
 		got, want := streamRun(t, c, tensor.Float64, false), streamRun(t, c, tensor.Float64, true)
 		for i := range want {
 			checkClose(t, streamWhat[i], got[i], want[i], 1e-10, 1e-10)
 		}
 	})
+}
+
+// fuzzPad is the key mask of a fuzz case with B batch elements of Tk keys:
+// nil for padSeed 0, else a third of the keys padded at random (seeded by
+// padSeed) and, for an even padSeed and B > 1, batch element 0 fully
+// padded.
+func fuzzPad(padSeed int64, nb, tk int) func(b, j int) bool {
+	if padSeed == 0 {
+		return nil
+	}
+	rng := rand.New(rand.NewSource(padSeed))
+	valid := make([]bool, nb*tk)
+	for i := range valid {
+		valid[i] = rng.Intn(3) > 0
+	}
+	if nb > 1 && padSeed%2 == 0 {
+		clear(valid[:tk]) // batch element 0 fully padded
+	}
+	return func(b, j int) bool { return valid[b*tk+j] }
 }

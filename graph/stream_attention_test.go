@@ -3,6 +3,7 @@ package graph
 import (
 	"math"
 	"math/rand"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -257,18 +258,33 @@ var streamWhat = []string{"out", "dq", "dk", "dv", "dtable"}
 // same inputs: to 1e-12 in float64 and 1e-5 in float32.
 func TestStreamAttentionMatchesMaterialised(t *testing.T) {
 	for _, c := range streamCases {
-		for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
-			t.Run(c.name+"/"+dt.String(), func(t *testing.T) {
-				got, want := streamRun(t, c, dt, false), streamRun(t, c, dt, true)
-				tol := 1e-12
-				if dt == tensor.Float32 {
-					tol = 1e-5
+		checkMatchesMaterialised(t, c.name, streamWhat, func(t testing.TB, dt tensor.Dtype, ref bool) [][]float64 { return streamRun(t, c, dt, ref) })
+	}
+}
+
+// checkMatchesMaterialised compares, in subtests name/dtype, the results
+// of run streamed with those of run materialised (ref), in float64 to
+// 1e-12 and in float32 to 1e-5; what names the results (else "result i").
+func checkMatchesMaterialised(t *testing.T, name string, what []string, run func(t testing.TB, dt tensor.Dtype, ref bool) [][]float64) {
+	t.Helper()
+	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
+		t.Run(name+"/"+dt.String(), func(t *testing.T) {
+			got, want := run(t, dt, false), run(t, dt, true)
+			tol := 1e-12
+			if dt == tensor.Float32 {
+				tol = 1e-5
+			}
+			if len(got) != len(want) {
+				t.Fatalf("%d results, want %d", len(got), len(want))
+			}
+			for i := range want {
+				name := "result " + strconv.Itoa(i)
+				if i < len(what) {
+					name = what[i]
 				}
-				for i := range want {
-					checkClose(t, streamWhat[i], got[i], want[i], tol, tol)
-				}
-			})
-		}
+				checkClose(t, name, got[i], want[i], tol, tol)
+			}
+		})
 	}
 }
 
@@ -573,22 +589,29 @@ func TestStreamAttentionProbe(t *testing.T) {
 				stats[r], outs[r] = p.Stats(), ToFloat64s(out.Value())
 			}
 			checkClose(t, "out", outs[0], outs[1], 1e-12, 1e-12)
-			if len(stats[0]) != c.h || len(stats[1]) != c.h {
-				t.Fatalf("stats of %d and %d heads", len(stats[0]), len(stats[1]))
-			}
-			for h := range stats[0] {
-				g, w := stats[0][h], stats[1][h]
-				f := func(s HeadStats) []float64 {
-					return []float64{s.EntropyMean, s.EntropyMin, s.ScoreMax, s.ScoreMin, s.PosRMS, s.OneHot, float64(s.Rows)}
-				}
-				gv, wv := f(g), f(w)
-				for i := range gv {
-					if !(math.Abs(gv[i]-wv[i]) <= 1e-12*(1+math.Abs(wv[i])) || math.IsNaN(gv[i]) && math.IsNaN(wv[i])) {
-						t.Fatalf("head %d: stream %+v, materialised %+v", h, g, w)
-					}
-				}
-			}
+			checkProbeStats(t, stats[0], stats[1], c.h)
 		})
+	}
+}
+
+// checkProbeStats fails unless the streamed probe statistics got and the
+// materialised ones want both have heads heads and agree to 1e-12
+// (relative to 1 + |want|; NaN matches NaN).
+func checkProbeStats(t *testing.T, got, want []HeadStats, heads int) {
+	t.Helper()
+	if len(got) != heads || len(want) != heads {
+		t.Fatalf("stats of %d and %d heads, want %d", len(got), len(want), heads)
+	}
+	f := func(s HeadStats) []float64 {
+		return []float64{s.EntropyMean, s.EntropyMin, s.ScoreMax, s.ScoreMin, s.PosRMS, s.OneHot, float64(s.Rows)}
+	}
+	for h := range got {
+		gv, wv := f(got[h]), f(want[h])
+		for i := range gv {
+			if !(math.Abs(gv[i]-wv[i]) <= 1e-12*(1+math.Abs(wv[i])) || math.IsNaN(gv[i]) && math.IsNaN(wv[i])) {
+				t.Fatalf("head %d: stream %+v, materialised %+v", h, got[h], want[h])
+			}
+		}
 	}
 }
 

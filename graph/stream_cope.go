@@ -129,59 +129,6 @@ func StreamCoPE(q, k, v, emb *G.Node, o StreamOpts, co CoPEOpts) (*G.Node, error
 	return G.ApplyOp(&copeAttnOp{copeCfg: cc, probe: o.Probe}, q, k, v, emb)
 }
 
-// newStreamCfg checks q, k, v and the options shared with StreamAttention
-// (layouts, scale, tiles, key mask) and returns the configuration without a
-// table. Copied from StreamAttention's checks.
-func newStreamCfg(name string, q, k, v *G.Node, o StreamOpts) (streamCfg, error) {
-	var ls [3]headLayout // of q, k, v
-	for i, n := range []*G.Node{q, k, v} {
-		what := [...]string{"q", "k", "v"}[i]
-		if err := checkFloatNode(name, what, n); err != nil {
-			return streamCfg{}, err
-		}
-		if n.Dims() != q.Dims() || n.Dtype() != q.Dtype() {
-			return streamCfg{}, errors.Errorf("graph: %s: q %v (%v) and %s %v (%v) differ in rank or dtype", name, q.Shape(), q.Dtype(), what, n.Shape(), n.Dtype())
-		}
-		var err error
-		if ls[i], err = layoutOf(name, what, n.Shape(), o.Heads); err != nil {
-			return streamCfg{}, err
-		}
-	}
-	ql, kl, vl := ls[0], ls[1], ls[2]
-	if ql.b != kl.b || ql.h != kl.h || ql.cols != kl.cols || vl.b != kl.b || vl.h != kl.h || vl.rows != kl.rows {
-		return streamCfg{}, errors.Errorf("graph: %s: q %v, k %v, v %v: batch, heads, head width (q, k) and keys (k, v) must agree", name, q.Shape(), k.Shape(), v.Shape())
-	}
-	if ql.b < 1 || ql.h < 1 || ql.rows < 1 || kl.rows < 1 || ql.cols < 1 || vl.cols < 1 {
-		return streamCfg{}, errors.Errorf("graph: %s: q %v, k %v, v %v: every dimension must be >= 1", name, q.Shape(), k.Shape(), v.Shape())
-	}
-	c := streamCfg{q: ql, k: kl, v: vl, scale: o.Scale, causal: o.Causal, qStart: o.QStart, kStart: o.KStart, tq: o.TileQ, tk: o.TileK}
-	c.out = headLayout{merged: ql.merged, b: ql.b, h: ql.h, rows: ql.rows, cols: vl.cols}
-	if c.scale == 0 {
-		c.scale = 1 / math.Sqrt(float64(ql.cols))
-	}
-	if math.IsNaN(c.scale) || math.IsInf(c.scale, 0) {
-		return streamCfg{}, errors.Errorf("graph: %s: scale %v is not finite", name, o.Scale)
-	}
-	if c.tq < 0 || c.tk < 0 {
-		return streamCfg{}, errors.Errorf("graph: %s: tiles %d×%d must be >= 0 (0: default)", name, o.TileQ, o.TileK)
-	}
-	if c.tq == 0 {
-		c.tq = DefaultStreamTileQ
-	}
-	if c.tk == 0 {
-		c.tk = DefaultStreamTileK
-	}
-	c.tq, c.tk = min(c.tq, ql.rows), min(c.tk, kl.rows)
-	if o.KeyMask != nil {
-		if len(o.KeyMask) != kl.b*kl.rows {
-			return streamCfg{}, errors.Errorf("graph: %s: key mask has %d entries, want B*Tk = %d*%d", name, len(o.KeyMask), kl.b, kl.rows)
-		}
-		c.keyMask = append([]bool(nil), o.KeyMask...)
-		c.maskID = maskDigest(c.keyMask)
-	}
-	return c, nil
-}
-
 // copeCfg is what StreamCoPE's forward and gradient ops share.
 type copeCfg struct {
 	streamCfg
@@ -230,7 +177,7 @@ func (op *copeAttnOp) DiffWRT(n int) []bool {
 }
 
 // SymDiff: one gradient op computes dq and keeps dk, dv and demb, handed
-// out by copeGradPartOp.
+// out by streamGradPartOp.
 func (op *copeAttnOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	fwd, ok := out.Op().(*copeAttnOp)
 	if !ok {
@@ -244,13 +191,7 @@ func (op *copeAttnOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	if !ok {
 		return nil, errors.Errorf("graph: StreamCoPE: gradient node has op %v", dq.Op())
 	}
-	res := G.Nodes{dq, nil, nil, nil}
-	for i := 1; i < 4; i++ {
-		if res[i], err = G.ApplyOp(&copeGradPartOp{src: src, part: i}, dq); err != nil {
-			return nil, err
-		}
-	}
-	return res, nil
+	return gradPartNodes(dq, src, []streamPart{partK, partV, partEmb}, []int{0, 0, 0})
 }
 
 func (op *copeAttnOp) Do(vs ...G.Value) (G.Value, error) {
@@ -432,11 +373,11 @@ func copeFwdDo[T float](op *copeAttnOp, vs []G.Value) (G.Value, error) {
 			acc[i] = newHeadAcc()
 		}
 	}
-	var fe firstErr
+	fe := firstErr{op: "StreamCoPE"}
 	parallelFor(c.q.b*nqb, c.tq*c.k.rows*h*(c.q.cols+c.v.cols), func(lo, hi int) {
 		defer fe.recover()
 		w := newCopeWork(c, &in, emb)
-		sm := newOnlineSoftmax[T](c.tq)
+		sm := &newOnlineSoftmaxes[T](1, c.tq)[0]
 		var allowed []int
 		if acc != nil {
 			allowed = make([]int, c.tq)
@@ -484,105 +425,8 @@ func copeFwdDo[T float](op *copeAttnOp, vs []G.Value) (G.Value, error) {
 	return res, nil
 }
 
-// onlineSoftmax is the running softmax of one head over the rows of a query
-// block (FlashAttention-2), as in StreamAttention's forward: per row the
-// running maximum m, sum l and, for the probe's entropy, Σ exp(s−m)·s.
-type onlineSoftmax[T float] struct {
-	m, l, ws    []float64
-	shift, rmax []T
-	out         []T // the block's output rows, ld apart
-	ld, cols    int
-	ni          int
-	probe       bool
-}
-
-func newOnlineSoftmax[T float](rows int) *onlineSoftmax[T] {
-	f, t := make([]float64, 3*rows), make([]T, 2*rows)
-	return &onlineSoftmax[T]{m: f[:rows], l: f[rows : 2*rows], ws: f[2*rows:], shift: t[:rows], rmax: t[rows:]}
-}
-
-// start begins ni rows whose output rows are out[a*ld : a*ld+cols].
-func (s *onlineSoftmax[T]) start(out []T, ld, cols, ni int, probe bool) {
-	s.out, s.ld, s.cols, s.ni, s.probe = out, ld, cols, ni, probe
-	for a := 0; a < ni; a++ {
-		s.m[a], s.l[a], s.ws[a] = math.Inf(-1), 0, 0
-		clear(out[a*ld : a*ld+cols])
-	}
-}
-
-// add folds in a tile of scores sc [ni, nj] (row maxima in rmax, -Inf for
-// blocked entries; overwritten by exp(sc − m)) with values v [nj, cols]
-// (ld ldv).
-func (s *onlineSoftmax[T]) add(sc []T, nj int, v []T, ldv int) {
-	for a := 0; a < s.ni; a++ {
-		mx := s.rmax[a]
-		mOld, mNew := s.m[a], math.Max(s.m[a], float64(mx))
-		if mx != mx {
-			mNew = math.NaN()
-		}
-		if math.IsInf(mNew, -1) { // nothing allowed yet
-			s.shift[a] = 0
-			continue
-		}
-		s.shift[a] = T(mNew)
-		if mNew != mOld {
-			alpha := math.Exp(mOld - mNew)
-			s.l[a] *= alpha
-			s.ws[a] *= alpha
-			orow := s.out[a*s.ld : a*s.ld+s.cols]
-			for x := range orow {
-				orow[x] *= T(alpha)
-			}
-			s.m[a] = mNew
-		}
-	}
-	if s.probe { // Σ exp(s - m)·s, for the entropy
-		for a := 0; a < s.ni; a++ {
-			for _, x := range sc[a*nj : (a+1)*nj] {
-				if !math.IsInf(float64(x), -1) {
-					s.ws[a] += math.Exp(float64(x)-s.m[a]) * float64(x)
-				}
-			}
-		}
-	}
-	expRows(sc, nj, s.shift[:s.ni])
-	for a := 0; a < s.ni; a++ {
-		s.l[a] += float64(sumT(sc[a*nj : (a+1)*nj]))
-	}
-	gemmSerial(false, false, s.ni, s.cols, nj, 1, sc, nj, v, ldv, 1, s.out, s.ld)
-}
-
-// finish normalises the rows, writes their log-sum-exp into lse[:ni] (+Inf
-// for a row with no allowed key, whose output is 0) and, with pa, records
-// the entropy and one-hot figures of the rows with at least two allowed
-// keys.
-func (s *onlineSoftmax[T]) finish(lse []T, pa *headAcc, allowed []int) {
-	for a := 0; a < s.ni; a++ {
-		orow := s.out[a*s.ld : a*s.ld+s.cols]
-		if s.l[a] == 0 {
-			clear(orow)
-			lse[a] = T(math.Inf(1))
-			continue
-		}
-		inv := 1 / s.l[a]
-		for y := range orow {
-			orow[y] = T(float64(orow[y]) * inv)
-		}
-		lse[a] = T(s.m[a] + math.Log(s.l[a]))
-		if pa != nil && allowed[a] >= 2 {
-			ent := s.m[a] + math.Log(s.l[a]) - s.ws[a]*inv
-			pa.entSum += ent
-			pa.entMin = math.Min(pa.entMin, ent)
-			if inv >= OneHotThreshold {
-				pa.oneHot++
-			}
-			pa.rows++
-		}
-	}
-}
-
 // copeGradOp: q, k, v, emb, out, dout -> dq; it also computes dk, dv and
-// demb, handed out by copeGradPartOp.
+// demb, handed out by streamGradPartOp.
 type copeGradOp struct {
 	opBase
 	copeCfg
@@ -639,7 +483,7 @@ func copeBwdDo[T float](op *copeGradOp, vs []G.Value) (G.Value, error) {
 	_, dk := zeroed[T](&op.dk, c.k.shape())
 	_, dv := zeroed[T](&op.dv, c.v.shape())
 	demb := make([]T, c.q.b*h*dh*np) // per task, merged in task order
-	var fe firstErr
+	fe := firstErr{op: "StreamCoPE"}
 	parallelFor(c.q.b*h, tq*c.k.rows*(2*c.q.cols+2*c.v.cols), func(lo, hi int) {
 		defer fe.recover()
 		w := newCopeWork(c, &in, emb)
@@ -755,60 +599,27 @@ func copeBwdDo[T float](op *copeGradOp, vs []G.Value) (G.Value, error) {
 	return res, nil
 }
 
-// copeGradPartOp: dq (only for ordering) -> dk (part 1), dv (2) or demb
-// (3), as computed by the run of src that produced dq.
-type copeGradPartOp struct {
-	opBase
-	src  *copeGradOp
-	part int
-	res  buf
+func (op *copeGradOp) partShape(p streamPart, _ int) tensor.Shape {
+	switch p {
+	case partK:
+		return op.k.shape()
+	case partV:
+		return op.v.shape()
+	}
+	return tensor.Shape{op.q.cols, op.npos}
 }
 
-func (op *copeGradPartOp) from() (*buf, tensor.Shape) {
-	switch op.part {
-	case 1:
-		return &op.src.dk, op.src.k.shape()
-	case 2:
-		return &op.src.dv, op.src.v.shape()
+func (op *copeGradOp) partBuf(p streamPart, _ int) *buf {
+	switch p {
+	case partK:
+		return &op.dk
+	case partV:
+		return &op.dv
+	case partEmb:
+		return &op.de
 	}
-	return &op.src.de, tensor.Shape{op.src.q.cols, op.src.npos}
-}
-func (op *copeGradPartOp) Arity() int { return 1 }
-func (op *copeGradPartOp) Type() hm.Type {
-	_, s := op.from()
-	return hm.NewFnType(floatT(len(op.src.q.shape())), floatT(len(s)))
-}
-func (op *copeGradPartOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
-	_, s := op.from()
-	return s, nil
-}
-func (op *copeGradPartOp) String() string {
-	// The source op's address ties the node to its dq node's op.
-	return fmt.Sprintf("streamCoPEGrad%s{src=%p}", [...]string{"", "K", "V", "Emb"}[op.part], op.src)
-}
-func (op *copeGradPartOp) WriteHash(h hash.Hash) { writeHash(h, op) }
-func (op *copeGradPartOp) Hashcode() uint32      { return hashOf(op) }
-func (op *copeGradPartOp) DiffWRT(int) []bool    { return []bool{false} }
-func (op *copeGradPartOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
-	return nil, noSecondDerivative(op)
+	return nil
 }
 
-func (op *copeGradPartOp) Do(vs ...G.Value) (G.Value, error) {
-	return dispatch(op, op, vs,
-		func() (G.Value, error) { return copePartDo[float32](op) },
-		func() (G.Value, error) { return copePartDo[float64](op) })
-}
-
-func copePartDo[T float](op *copeGradPartOp) (G.Value, error) {
-	b, s := op.from()
-	if b.t == nil || !b.t.Shape().Eq(s) {
-		return nil, errors.Errorf("graph: %v: the gradient op has not run", op)
-	}
-	src, ok := b.t.Data().([]T)
-	if !ok {
-		return nil, errors.Errorf("graph: %v: gradient of dtype %v", op, b.t.Dtype())
-	}
-	t, d := bufFor[T](&op.res, s)
-	copy(d, src)
-	return t, nil
-}
+func (op *copeGradOp) partName() string { return "streamCoPEGrad" }
+func (op *copeGradOp) dqRank() int      { return len(op.q.shape()) }

@@ -1,7 +1,6 @@
 package graph
 
 import (
-	"math/rand"
 	"testing"
 
 	"gorgonia.org/tensor"
@@ -23,17 +22,7 @@ func FuzzStreamCoPE(f *testing.F) {
 		c := copeCase{streamCase: streamCase{name: "fuzz", b: d(0, 1, 3), h: d(1, 1, 3), tq: d(2, 1, 12), tk: d(3, 1, 12), dh: d(4, 1, 4),
 			dv: d(5, 1, 4), tileQ: d(6, 0, 13), tileK: d(7, 0, 13), qStart: int(qStart), kStart: int(kStart), split: split, qStd: 1.5, kStd: 1.5},
 			npos: 1 + int(npos)%16}
-		if padSeed != 0 {
-			rng := rand.New(rand.NewSource(padSeed))
-			valid := make([]bool, c.b*c.tk)
-			for i := range valid {
-				valid[i] = rng.Intn(3) > 0
-			}
-			if c.b > 1 && padSeed%2 == 0 {
-				clear(valid[:c.tk]) // batch element 0 fully padded
-			}
-			c.pad = func(b, j int) bool { return valid[b*c.tk+j] }
-		}
+		c.pad = fuzzPad(padSeed, c.b, c.tk)
 		got, want := copeRun(t, c, tensor.Float64, false), copeRun(t, c, tensor.Float64, true)
 		for i := range want {
 			checkClose(t, copeWhat[i], got[i], want[i], 1e-10, 1e-10)

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"errors"
 	"math"
 	"math/rand"
 	"strings"
@@ -99,19 +100,7 @@ func (c copeCase) build(t testing.TB, g *G.ExprGraph, dt tensor.Dtype, seed int6
 // with respect to q, k, v and emb, as float64.
 func copeRun(t testing.TB, c copeCase, dt tensor.Dtype, ref bool) [][]float64 {
 	t.Helper()
-	g := G.NewGraph()
-	out, wrt := c.build(t, g, dt, 1, ref, nil)
-	loss := projLoss(t, rand.New(rand.NewSource(2)), out, "w")
-	grads, err := G.Grad(loss, wrt...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(t, g)
-	res := [][]float64{ToFloat64s(out.Value())}
-	for _, gr := range grads {
-		res = append(res, ToFloat64s(gr.Value()))
-	}
-	return res
+	return runWithGrads(t, func(g *G.ExprGraph) (*G.Node, G.Nodes) { return c.build(t, g, dt, 1, ref, nil) })
 }
 
 var copeWhat = []string{"out", "dq", "dk", "dv", "demb"}
@@ -121,18 +110,7 @@ var copeWhat = []string{"out", "dq", "dk", "dv", "demb"}
 // in float32.
 func TestStreamCoPEMatchesMaterialised(t *testing.T) {
 	for _, c := range copeCases {
-		for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
-			t.Run(c.name+"/"+dt.String(), func(t *testing.T) {
-				got, want := copeRun(t, c, dt, false), copeRun(t, c, dt, true)
-				tol := 1e-12
-				if dt == tensor.Float32 {
-					tol = 1e-5
-				}
-				for i := range want {
-					checkClose(t, copeWhat[i], got[i], want[i], tol, tol)
-				}
-			})
-		}
+		checkMatchesMaterialised(t, c.name, copeWhat, func(t testing.TB, dt tensor.Dtype, ref bool) [][]float64 { return copeRun(t, c, dt, ref) })
 	}
 }
 
@@ -209,21 +187,7 @@ func TestStreamCoPEProbe(t *testing.T) {
 				stats[r], outs[r] = c.probed(t, tensor.Float64, 5, ref)
 			}
 			checkClose(t, "out", outs[0], outs[1], 1e-12, 1e-12)
-			if len(stats[0]) != c.h || len(stats[1]) != c.h {
-				t.Fatalf("stats of %d and %d heads", len(stats[0]), len(stats[1]))
-			}
-			for h := range stats[0] {
-				g, w := stats[0][h], stats[1][h]
-				f := func(s HeadStats) []float64 {
-					return []float64{s.EntropyMean, s.EntropyMin, s.ScoreMax, s.ScoreMin, s.PosRMS, s.OneHot, float64(s.Rows)}
-				}
-				gv, wv := f(g), f(w)
-				for i := range gv {
-					if !(math.Abs(gv[i]-wv[i]) <= 1e-12*(1+math.Abs(wv[i])) || math.IsNaN(gv[i]) && math.IsNaN(wv[i])) {
-						t.Fatalf("head %d: stream %+v, materialised %+v", h, g, w)
-					}
-				}
-			}
+			checkProbeStats(t, stats[0], stats[1], c.h)
 		})
 	}
 }
@@ -311,7 +275,7 @@ func TestStreamCoPEIdentity(t *testing.T) {
 	n := 0
 	for _, nd := range g.AllNodes() {
 		switch op := nd.Op().(type) {
-		case *copeGradOp, *copeGradPartOp:
+		case *copeGradOp, *streamGradPartOp:
 			n++
 			if _, err := op.(G.SDOp).SymDiff(nil, nd, nd); err == nil || !strings.Contains(err.Error(), "no derivative") {
 				t.Fatalf("%v: SymDiff error %v", op, err)
@@ -320,5 +284,26 @@ func TestStreamCoPEIdentity(t *testing.T) {
 	}
 	if n != 4 {
 		t.Fatalf("%d gradient ops, want dq, dk, dv and demb", n)
+	}
+}
+
+// TestFirstErrNamesOp: a panic in a task of a run becomes the run's error,
+// naming the op (and the hint, if any), and later errors do not replace it.
+func TestFirstErrNamesOp(t *testing.T) {
+	for _, c := range []struct {
+		fe   *firstErr
+		want string
+	}{
+		{&firstErr{op: "StreamCoPE"}, "graph: StreamCoPE: panic in a task: boom"},
+		{&firstErr{op: "StreamAttention", hint: "the indexer's?"}, "graph: StreamAttention: panic in a task (the indexer's?): boom"},
+	} {
+		func() {
+			defer c.fe.recover()
+			panic("boom")
+		}()
+		c.fe.set(errors.New("later"))
+		if c.fe.err == nil || c.fe.err.Error() != c.want || !c.fe.bad.Load() {
+			t.Errorf("error %v (bad %v), want %q", c.fe.err, c.fe.bad.Load(), c.want)
+		}
 	}
 }

@@ -213,21 +213,7 @@ func termRun(t testing.TB, c termCase, dt tensor.Dtype, ref bool) [][]float64 {
 // float64 and 1e-5 in float32.
 func TestStreamTermsMatchMaterialised(t *testing.T) {
 	for _, c := range termCases {
-		for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
-			t.Run(c.name+"/"+dt.String(), func(t *testing.T) {
-				got, want := termRun(t, c, dt, false), termRun(t, c, dt, true)
-				tol := 1e-12
-				if dt == tensor.Float32 {
-					tol = 1e-5
-				}
-				if len(got) != len(want) {
-					t.Fatalf("%d results, want %d", len(got), len(want))
-				}
-				for i := range want {
-					checkClose(t, "result "+string(rune('0'+i)), got[i], want[i], tol, tol)
-				}
-			})
-		}
+		checkMatchesMaterialised(t, c.name, nil, func(t testing.TB, dt tensor.Dtype, ref bool) [][]float64 { return termRun(t, c, dt, ref) })
 	}
 }
 
