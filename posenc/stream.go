@@ -21,8 +21,12 @@ import (
 // ValueTermer: "<enc> adds content-position terms; the streaming attention
 // serves ..."), for a ScoreBiaser that is not a TableBiaser, and when e's
 // BiasTable or BiasIndex refuses the site (e.g. alibi or kerple on real
-// positions). The indexer's rows are checked against the table by the op
-// when it runs.
+// positions). A combination (NewCombined) whose only biasing part is a
+// TableBiaser streams that part's table (tree+rope); one with several
+// biasing parts is refused (tree+t5). The indexer reads the site's
+// positions, or, when they carry a Feed that has been bound, the bound
+// ones (Feed.Bound), so a graph built once serves every batch. The
+// indexer's rows are checked against the table by the op when it runs.
 func StreamBias(e Encoding, s *Site) (table *G.Node, idx graph.TileIndexer, err error) {
 	if e == nil {
 		return nil, nil, nil
