@@ -14,8 +14,15 @@ import (
 // GraphConfig is the configuration of the graph Transformer.
 type GraphConfig struct {
 	// Encoder is the Transformer: DModel, Heads, Layers, FFN, Eps, InitStd,
-	// Pos and PosOpts as for the LM. Vocab is unused and Causal must be
-	// false (every node attends to every node).
+	// Pos, PosOpts and Stream as for the LM. Vocab is unused and Causal
+	// must be false (every node attends to every node). Encoder.Stream
+	// (config key stream) computes every block's attention with
+	// graph.StreamAttention, in tiles of keys without a [B, H, T, T]
+	// tensor; the spatial bias streams as a table lookup with per-example
+	// rows, read from the relations bound through a posenc.Feed. It takes
+	// no padding mask: the streaming attention reads its key mask when the
+	// graph is built, and Fwd's mask is an input rebound per batch, so Fwd
+	// refuses a mask with Stream (pad no graph, or turn Stream off).
 	Encoder Config
 	// Features is the number of input features per node, Classes the
 	// number of classes.
@@ -201,13 +208,13 @@ func (m *GraphTransformer) MaskValue(valid [][]bool) (*tensor.Dense, error) {
 // an encoding that serves line positions (none). mask is nil (every node
 // real) or a float node [B, N] (1 real node, 0 padding; MaskValue):
 // padding nodes are masked as keys in every block and left out of the
-// per-graph mean. lapPE is the Laplacian input [B, N, LapK] when LapK > 0
-// and must be nil otherwise.
+// per-graph mean; with Encoder.Stream it must be nil. lapPE is the
+// Laplacian input [B, N, LapK] when LapK > 0 and must be nil otherwise.
 //
 // It returns an error naming the problem for inputs of the wrong shape,
 // more nodes than MaxNodes ("graphs have 70 nodes, the configured maximum
 // is 64"), positions that do not fit N nodes or that the encoding cannot
-// serve, or a missing or unexpected lapPE.
+// serve, a missing or unexpected lapPE, or a mask with Encoder.Stream.
 func (m *GraphTransformer) Fwd(x *G.Node, pos *posenc.Positions, mask, lapPE *G.Node) (*G.Node, error) {
 	const name = "graph transformer"
 	sh := x.Shape()
@@ -232,6 +239,9 @@ func (m *GraphTransformer) Fwd(x *G.Node, pos *posenc.Positions, mask, lapPE *G.
 	if mask != nil {
 		if ms := mask.Shape(); ms.Dims() != 2 || ms[0] != b || ms[1] != n {
 			return nil, errors.Errorf("%s: mask has shape %v, want [%d, %d]", name, ms, b, n)
+		}
+		if m.Cfg.Encoder.Stream {
+			return nil, errors.Errorf("%s: stream: the padding mask [%d, %d] is an input rebound per batch, and the streaming attention takes only a key mask known when the graph is built; pad no graph (mask nil) or turn Stream off", name, b, n)
 		}
 	}
 	switch {

@@ -1,6 +1,7 @@
 package layers_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand"
 	"strings"
@@ -110,6 +111,7 @@ type built struct {
 	logits *G.Node
 	loss   *G.Node
 	N      int
+	pos    *posenc.Positions // the relations the model was built with
 }
 
 // lapOf is g.lap, or a deterministic stand-in for Laplacian eigenvectors
@@ -134,11 +136,21 @@ func lapOf(g tgraph, k int) []float64 {
 // random weights (seed) and the per-node or per-graph cross-entropy.
 func build(t *testing.T, cfg layers.GraphConfig, graphs []tgraph, N int, seed int64) *built {
 	t.Helper()
+	bt, err := buildWith(cfg, graphs, N, seed, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bt
+}
+
+// buildWith is build returning the model's error, with the padding mask
+// only if masked, and the relations carrying feed (may be nil).
+func buildWith(cfg layers.GraphConfig, graphs []tgraph, N int, seed int64, masked bool, feed *posenc.Feed) (*built, error) {
 	g := G.NewGraph()
 	p := graph.NewParams(tensor.Float64, 1)
 	m, err := layers.NewGraphTransformer(g, p, cfg)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	b := len(graphs)
 	x := make([]float64, b*N)
@@ -173,15 +185,19 @@ func build(t *testing.T, cfg layers.GraphConfig, graphs []tgraph, N int, seed in
 	}
 	pos, err := posenc.NewPairwise(b, N, N, testMaxDist+2, rel)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	xn := G.NewTensor(g, tensor.Float64, 3, G.WithShape(b, N, 1), G.WithName("x"),
 		G.WithValue(tensor.New(tensor.WithShape(b, N, 1), tensor.WithBacking(x))))
 	mv, err := m.MaskValue(valid)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	mask := G.NewTensor(g, tensor.Float64, 2, G.WithShape(b, N), G.WithName("mask"), G.WithValue(mv))
+	pos.Feed = feed
+	var mask *G.Node
+	if masked {
+		mask = G.NewTensor(g, tensor.Float64, 2, G.WithShape(b, N), G.WithName("mask"), G.WithValue(mv))
+	}
 	var lapN *G.Node
 	if lap != nil {
 		lapN = G.NewTensor(g, tensor.Float64, 3, G.WithShape(b, N, cfg.LapK), G.WithName("lap"),
@@ -189,20 +205,20 @@ func build(t *testing.T, cfg layers.GraphConfig, graphs []tgraph, N int, seed in
 	}
 	logits, err := m.Fwd(xn, pos, mask, lapN)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	want := b
 	if cfg.PerNode {
 		want = b * N
 	}
 	if s := logits.Shape(); s.Dims() != 2 || s[0] != want || s[1] != cfg.Classes {
-		t.Fatalf("logits %v, want [%d, %d]", s, want, cfg.Classes)
+		return nil, fmt.Errorf("logits %v, want [%d, %d]", s, want, cfg.Classes)
 	}
 	tg := G.NewVector(g, tensor.Int, G.WithShape(len(labels)), G.WithName("targets"),
 		G.WithValue(tensor.New(tensor.WithShape(len(labels)), tensor.WithBacking(labels))))
 	loss, err := graph.CrossEntropy(logits, tg)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	rng := rand.New(rand.NewSource(seed))
 	for _, n := range p.Names() {
@@ -211,10 +227,10 @@ func build(t *testing.T, cfg layers.GraphConfig, graphs []tgraph, N int, seed in
 			d[i] = rng.NormFloat64() * 0.5
 		}
 		if err := p.Set(n, d); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
-	return &built{g: g, p: p, m: m, logits: logits, loss: loss, N: N}
+	return &built{g: g, p: p, m: m, logits: logits, loss: loss, N: N, pos: pos}, nil
 }
 
 // run runs the forward pass and returns the logits.

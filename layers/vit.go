@@ -14,8 +14,13 @@ import (
 // ViTConfig is the configuration of the vision transformer classifier.
 type ViTConfig struct {
 	// Encoder is the Transformer: DModel, Heads, Layers, FFN, Eps, InitStd,
-	// Pos and PosOpts as for the LM. Vocab is unused and Causal must be
-	// false (every patch attends to every patch).
+	// Pos, PosOpts and Stream as for the LM. Vocab is unused and Causal
+	// must be false (every patch attends to every patch). Encoder.Stream
+	// (config key stream) computes every block's attention with
+	// graph.StreamAttention, in tiles of keys without a [B, H, T, T]
+	// tensor: the 2-D biases (swin, swin-log, alibi-2d; dpb and the 1-D
+	// biases on the raster order) as table lookups per tile, rope-2d and
+	// the absolute encodings before it, as on a line.
 	Encoder Config
 	// Channels is the number of input channels (1 for MNIST), Patch the
 	// side of a square patch in pixels, Classes the number of classes.

@@ -3,6 +3,7 @@ package posenc
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/pkg/errors"
 	G "gorgonia.org/gorgonia"
@@ -42,7 +43,13 @@ type Feed struct {
 	mu     sync.Mutex
 	items  []*feedItem
 	shared map[string]*G.Node
+	bound  atomic.Pointer[Positions] // the positions of the last Bind, nil before any
 }
+
+// Bound returns the positions of the last successful Bind, nil before any.
+// The streaming attention's tile indexers read them (StreamBias), so the
+// caller must not change them until the next Bind.
+func (f *Feed) Bound() *Positions { return f.bound.Load() }
 
 // feedItem is one registered input node: fill computes its ids from
 // positions into dst (len = the node's size), or, for a float node (real
@@ -114,6 +121,7 @@ func (f *Feed) Bind(p *Positions) error {
 			return errors.Wrapf(err, "posenc: feed: binding %s", it.what)
 		}
 	}
+	f.bound.Store(p)
 	return nil
 }
 

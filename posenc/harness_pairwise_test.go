@@ -98,12 +98,23 @@ func randomPairwise(t *testing.T, rng *rand.Rand, b, n, nrel int) *posenc.Positi
 // overwrite it in place).
 func pairwiseBlock(t *testing.T, g *G.ExprGraph, p *graph.Params, enc string, o posenc.Options, pos *posenc.Positions, x []float64, withLoss bool) (loss, out, in *G.Node) {
 	t.Helper()
-	const d, h = 8, 2
-	b, n := pos.Batch, pos.TQ
-	cfg := layers.Config{Vocab: 3, DModel: d, Heads: h, Layers: 1, FFN: 16, Eps: 1e-5, InitStd: 0.3, Pos: enc, PosOpts: o}
-	e, err := posenc.New(enc, o)
+	loss, out, in, err := pairwiseBlockStream(g, p, enc, o, pos, x, withLoss, false)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return loss, out, in
+}
+
+// pairwiseBlockStream is pairwiseBlock with the block's attention
+// streaming (layers.Config.Stream) when stream is set; it returns the
+// first error (a refusal of the streaming attention) instead of failing.
+func pairwiseBlockStream(g *G.ExprGraph, p *graph.Params, enc string, o posenc.Options, pos *posenc.Positions, x []float64, withLoss, stream bool) (loss, out, in *G.Node, err error) {
+	const d, h = 8, 2
+	b, n := pos.Batch, pos.TQ
+	cfg := layers.Config{Vocab: 3, DModel: d, Heads: h, Layers: 1, FFN: 16, Eps: 1e-5, InitStd: 0.3, Pos: enc, PosOpts: o, Stream: stream}
+	e, err := posenc.New(enc, o)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	in = G.NewTensor(g, tensor.Float64, 3, G.WithShape(b, n, d), G.WithName("x"),
 		G.WithValue(graph.FromFloat64s(tensor.Float64, tensor.Shape{b, n, d}, x)))
@@ -111,18 +122,18 @@ func pairwiseBlock(t *testing.T, g *G.ExprGraph, p *graph.Params, enc string, o 
 	if ad, ok := e.(posenc.InputAdder); ok {
 		site := &posenc.Site{G: g, Params: p, Layer: -1, B: b, H: h, DHead: d / h, DModel: d, Span: posenc.Span{TQ: n, TK: n}, Pos: pos}
 		if h0, err = ad.AddToInput(site, h0); err != nil {
-			t.Fatal(err)
+			return nil, nil, nil, err
 		}
 	}
 	blk, err := layers.NewBlock(g, p, cfg, 0, e)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, nil, err
 	}
 	if out, err = blk.FwdPositions(h0, nil, posenc.Span{TQ: n, TK: n}, pos, nil); err != nil {
-		t.Fatal(err)
+		return nil, nil, nil, err
 	}
 	if !withLoss {
-		return nil, out, in
+		return nil, out, in, nil
 	}
 	w := make([]float64, b*n*d)
 	for i := range w {
@@ -132,12 +143,12 @@ func pairwiseBlock(t *testing.T, g *G.ExprGraph, p *graph.Params, enc string, o 
 		G.WithValue(graph.FromFloat64s(tensor.Float64, tensor.Shape{b, n, d}, w)))
 	prod, err := G.HadamardProd(out, wn)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, nil, err
 	}
 	if loss, err = G.Sum(prod); err != nil {
-		t.Fatal(err)
+		return nil, nil, nil, err
 	}
-	return loss, out, in
+	return loss, out, in, nil
 }
 
 // checkPairwise runs the shared checks of an encoding that serves pairwise

@@ -68,19 +68,32 @@ func shiftTimes(t *testing.T, p *posenc.Positions, c float64) *posenc.Positions 
 // the params, the logits and the loss (cross-entropy on fixed targets).
 func realLM(t *testing.T, name string, o posenc.Options, causal bool, w map[string][]float64, data []int, b, tt int, pos *posenc.Positions) (*G.ExprGraph, *graph.Params, *layers.LM, *G.Node, *G.Node) {
 	t.Helper()
-	g := G.NewGraph()
-	p := graph.NewParams(tensor.Float64, 1)
-	lm, err := layers.NewLM(g, p, tinyLM(name, o, causal))
+	g, p, lm, logits, loss, err := realLMStream(name, o, causal, false, w, data, b, tt, pos)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return g, p, lm, logits, loss
+}
+
+// realLMStream is realLM with the LM's attention streaming
+// (layers.Config.Stream) when stream is set; it returns the model's error
+// (a refusal of the streaming attention) instead of failing.
+func realLMStream(name string, o posenc.Options, causal, stream bool, w map[string][]float64, data []int, b, tt int, pos *posenc.Positions) (*G.ExprGraph, *graph.Params, *layers.LM, *G.Node, *G.Node, error) {
+	g := G.NewGraph()
+	p := graph.NewParams(tensor.Float64, 1)
+	cfg := tinyLM(name, o, causal)
+	cfg.Stream = stream
+	lm, err := layers.NewLM(g, p, cfg)
+	if err != nil {
+		return nil, nil, nil, nil, nil, err
 	}
 	logits, err := lm.FwdWith(intNode(g, "ids", []int{b, tt}, slices.Clone(data)), layers.Options{Pos: pos})
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, nil, nil, nil, err
 	}
 	for n, v := range w {
 		if err := p.Set(n, v); err != nil {
-			t.Fatal(err)
+			return nil, nil, nil, nil, nil, err
 		}
 	}
 	tg := make([]int, b*tt)
@@ -89,9 +102,9 @@ func realLM(t *testing.T, name string, o posenc.Options, causal bool, w map[stri
 	}
 	loss, err := graph.CrossEntropy(logits, intNode(g, "targets", []int{b * tt}, tg))
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, nil, nil, nil, err
 	}
-	return g, p, lm, logits, loss
+	return g, p, lm, logits, loss, nil
 }
 
 // runReal returns the tiny LM's logits [b*tt*256] on positions pos (nil:

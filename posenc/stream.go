@@ -21,8 +21,12 @@ import (
 // ValueTermer: "<enc> adds content-position terms; the streaming attention
 // serves ..."), for a ScoreBiaser that is not a TableBiaser, and when e's
 // BiasTable or BiasIndex refuses the site (e.g. alibi or kerple on real
-// positions). The indexer's rows are checked against the table by the op
-// when it runs.
+// positions). A combination (NewCombined) whose only biasing part is a
+// TableBiaser streams that part's table (tree+rope); one with several
+// biasing parts is refused (tree+t5). The indexer reads the site's
+// positions, or, when they carry a Feed that has been bound, the bound
+// ones (Feed.Bound), so a graph built once serves every batch. The
+// indexer's rows are checked against the table by the op when it runs.
 func StreamBias(e Encoding, s *Site) (table *G.Node, idx graph.TileIndexer, err error) {
 	if e == nil {
 		return nil, nil, nil
@@ -32,6 +36,12 @@ func StreamBias(e Encoding, s *Site) (table *G.Node, idx graph.TileIndexer, err 
 	}
 	if _, ok := e.(ScoreBiaser); !ok {
 		return nil, nil, nil
+	}
+	if part, ps, ok, err := combinedTableBiaser(e, s); err != nil {
+		return nil, nil, err
+	} else if ok {
+		table, idx, err := StreamBias(part, ps)
+		return table, idx, errors.WithMessagef(err, "posenc: %s", e.Name())
 	}
 	tb, ok := e.(TableBiaser)
 	if !ok {
@@ -50,6 +60,35 @@ func StreamBias(e Encoding, s *Site) (table *G.Node, idx graph.TileIndexer, err 
 		return nil, nil, errors.WithMessagef(err, "posenc: %s cannot stream at this site", e.Name())
 	}
 	return table, &streamIndexer{e: tb, s: s}, nil
+}
+
+// combinedTableBiaser returns, for a combination (NewCombined) whose only
+// part with a score bias is a TableBiaser, that part and the site it sees
+// (Combined.siteFor): the combination's bias is then that part's bias
+// alone (tree+rope, graphormer-spatial+graphormer-centrality). ok is false
+// for any other encoding, and for a combination with several biasing parts
+// (their sum is not one table lookup: StreamBias refuses it).
+func combinedTableBiaser(e Encoding, s *Site) (part TableBiaser, ps *Site, ok bool, err error) {
+	c, isC := AsCombined(e)
+	if !isC {
+		return nil, nil, false, nil
+	}
+	var biasers []Encoding
+	for _, p := range c.parts {
+		if _, b := p.(ScoreBiaser); b {
+			biasers = append(biasers, p)
+		}
+	}
+	if len(biasers) != 1 {
+		return nil, nil, false, nil
+	}
+	if part, ok = biasers[0].(TableBiaser); !ok {
+		return nil, nil, false, nil
+	}
+	if ps, err = c.siteFor(part, s); err != nil {
+		return nil, nil, false, err
+	}
+	return part, ps, true, nil
 }
 
 // StreamTermer is an encoding with content-position terms (ScoreTermer,
@@ -136,9 +175,19 @@ type streamIndexer struct {
 	s *Site
 }
 
-// TileIndex implements graph.TileIndexer.
+// TileIndex implements graph.TileIndexer. When the site's positions carry
+// a Feed that has been bound, it reads the bound positions (Feed.Bound),
+// as the materialised path reads the fed index nodes.
 func (x *streamIndexer) TileIndex(b, q0, q1, k0, k1 int, dst []int) (bool, error) {
-	return x.e.BiasIndex(x.s, b, Tile{Q0: q0, Q1: q1, K0: k0, K1: k1}, dst)
+	s := x.s
+	if s.Pos != nil && s.Pos.Feed != nil {
+		if p := s.Pos.Feed.Bound(); p != nil && p != s.Pos {
+			fed := *s
+			fed.Pos = p
+			s = &fed
+		}
+	}
+	return x.e.BiasIndex(s, b, Tile{Q0: q0, Q1: q1, K0: k0, K1: k1}, dst)
 }
 
 // DistanceIndex writes the row j - i + TQ - 1 of every pair (query i, key
