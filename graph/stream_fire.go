@@ -91,11 +91,11 @@ func checkFIRE(name string, fb *FIREBias, q *G.Node, h int) (*fireCfg, G.Nodes, 
 
 // fireTile is one thread's FIRE work space for a tile of n <= tq·tk
 // pairs: x, its derivatives with respect to |c| and L, the hidden
-// pre-activations z [n, W] and the MLP's output before alpha, per head
-// [H, n].
+// pre-activations z [n, W] and activations, and the MLP's output before
+// alpha, per head [H, n].
 type fireTile struct {
 	x, dxc, dxl []float64
-	z           []float64
+	z, act      []float64 // [n, W]: pre-activations and ReLU(z)
 	out         []float64
 	// parameters as float64
 	w0, b0, w1, b1 []float64
@@ -104,18 +104,18 @@ type fireTile struct {
 
 func newFireTile(f *fireCfg, n int) *fireTile {
 	return &fireTile{x: make([]float64, n), dxc: make([]float64, n), dxl: make([]float64, n),
-		z: make([]float64, n*f.width), out: make([]float64, n*f.heads)}
+		z: make([]float64, n*f.width), act: make([]float64, n*f.width), out: make([]float64, n*f.heads)}
 }
 
 // floats is the tile's work space in float64s.
-func (ft *fireTile) floats() int { return 3*len(ft.x) + len(ft.z) + len(ft.out) }
+func (ft *fireTile) floats() int { return 3*len(ft.x) + len(ft.z) + len(ft.act) + len(ft.out) }
 
 // fireScratch is FIRE's work space per thread (fireTile), in float64s.
 func (c *streamCfg) fireScratch() int {
 	if c.fire == nil {
 		return 0
 	}
-	return c.tq * c.tk * (3 + c.fire.width + c.fire.heads)
+	return c.tq * c.tk * (3 + 2*c.fire.width + c.fire.heads)
 }
 
 func sign(x float64) float64 {
@@ -177,17 +177,16 @@ func (t *streamTile[T]) loadFire() {
 			}
 		}
 	}
+	act := ft.act[:n*w]
+	for e, v := range ft.z[:n*w] {
+		act[e] = max(v, 0)
+	}
+	// out [H, n] = W1ᵀ · ReLU(z)ᵀ + B1
+	gemmSerial(true, true, h, n, w, 1, ft.w1, h, act, w, 0, ft.out, n)
 	for hh := 0; hh < h; hh++ {
-		o := ft.out[hh*n : (hh+1)*n]
+		o, b := ft.out[hh*n:(hh+1)*n], ft.b1[hh]
 		for e := range o {
-			z := ft.z[e*w : (e+1)*w]
-			s := 0.0
-			for k, v := range z {
-				if v > 0 {
-					s += v * ft.w1[k*h+hh]
-				}
-			}
-			o[e] = s + ft.b1[hh]
+			o[e] += b
 		}
 	}
 }
