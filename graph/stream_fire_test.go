@@ -56,7 +56,7 @@ func (c fireCase) fireData(seed int64) [][]float64 {
 // (ref) materialised: FIRE's bias on every pair built with Gorgonia's ops
 // (as posenc.FIRE), looked up by TableBias; it returns the output and q,
 // k, v, then FIRE's parameters.
-func (c fireCase) build(t testing.TB, g *G.ExprGraph, dt tensor.Dtype, d streamData, fd [][]float64, ref bool) (*G.Node, G.Nodes) {
+func (c fireCase) build(t testing.TB, g *G.ExprGraph, dt tensor.Dtype, d streamData, fd [][]float64, ref bool, probe *AttentionProbe) (*G.Node, G.Nodes) {
 	t.Helper()
 	q, k, v, _, wrt := c.inputs(g, dt, d)
 	fc := fireCfg{width: c.width, heads: c.h, alpha: c.alpha}
@@ -71,13 +71,13 @@ func (c fireCase) build(t testing.TB, g *G.ExprGraph, dt tensor.Dtype, d streamD
 	}
 	if !ref {
 		out, err := StreamAttention(q, k, v, StreamOpts{Heads: c.h, Scale: c.scale, Causal: c.causal, QStart: c.qStart, KStart: c.kStart,
-			KeyMask: d.keyMask, FIRE: fb, TileQ: c.tileQ, TileK: c.tileK})
+			KeyMask: d.keyMask, FIRE: fb, TileQ: c.tileQ, TileK: c.tileK, Probe: probe})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return out, wrt
 	}
-	o := AttentionOpts{Heads: c.h, Scale: c.scale}
+	o := AttentionOpts{Heads: c.h, Scale: c.scale, Probe: probe}
 	c.refBiasMask(t, g, dt, d, nil, &o)
 	o.Bias = c.refFire(t, g, dt, fb)
 	p := must(t)(AttentionProbs(q, k, o))
@@ -118,7 +118,7 @@ func (c fireCase) refFire(t testing.TB, g *G.ExprGraph, dt tensor.Dtype, fb *FIR
 
 func fireRun(t testing.TB, c fireCase, dt tensor.Dtype, ref bool) [][]float64 {
 	t.Helper()
-	return runWithGrads(t, func(g *G.ExprGraph) (*G.Node, G.Nodes) { return c.build(t, g, dt, c.data(1), c.fireData(5), ref) })
+	return runWithGrads(t, func(g *G.ExprGraph) (*G.Node, G.Nodes) { return c.build(t, g, dt, c.data(1), c.fireData(5), ref, nil) })
 }
 
 var fireWhat = []string{"out", "dq", "dk", "dv", "dc", "dl_mult", "dw0", "db0", "dw1", "db1", "dalpha"}
@@ -145,11 +145,35 @@ func TestStreamFIREGradCheck(t *testing.T) {
 		}
 		t.Run(c.name, func(t *testing.T) {
 			g := G.NewGraph()
-			out, wrt := c.build(t, g, tensor.Float64, c.data(3), c.fireData(7), false)
+			out, wrt := c.build(t, g, tensor.Float64, c.data(3), c.fireData(7), false, nil)
 			loss := projLoss(t, rand.New(rand.NewSource(4)), out, "w")
 			if err := GradCheck(g, loss, wrt, GradCheckOpts{Seed: 1, MaxPerNode: 40}); err != nil {
 				t.Fatal(err)
 			}
+		})
+	}
+}
+
+// TestStreamFIREProbe: the probe of the streamed attention records the
+// statistics of the materialised one, FIRE's bias as the position part.
+func TestStreamFIREProbe(t *testing.T) {
+	for _, c := range fireCases {
+		t.Run(c.name, func(t *testing.T) {
+			var stats [2][]HeadStats
+			for r, ref := range []bool{false, true} {
+				g := G.NewGraph()
+				p := NewAttentionProbe()
+				c.build(t, g, tensor.Float64, c.data(5), c.fireData(6), ref, p)
+				m := G.NewTapeMachine(g)
+				p.Arm()
+				if err := m.RunAll(); err != nil {
+					t.Fatal(err)
+				}
+				p.Disarm()
+				m.Close()
+				stats[r] = p.Stats()
+			}
+			checkProbeStats(t, stats[0], stats[1], c.h)
 		})
 	}
 }
@@ -170,7 +194,7 @@ func TestStreamFIREScratch(t *testing.T) {
 		c := fireCase{streamCase: streamCase{name: "scratch", b: 1, h: 2, tq: n, tk: n, dh: 4, dv: 3, causal: true, tileQ: 8, tileK: 16},
 			width: 6, initL: 5, cv: 0.2, lmult: 1.1}
 		op, gop := runStreamOps(t, func(g *G.ExprGraph) (*G.Node, G.Nodes) {
-			return c.build(t, g, tensor.Float64, c.data(1), c.fireData(2), false)
+			return c.build(t, g, tensor.Float64, c.data(1), c.fireData(2), false, nil)
 		})
 		if op.scratch != op.fwdScratch() {
 			t.Fatalf("T=%d: forward allocated %+v, fwdScratch %+v", n, op.scratch, op.fwdScratch())

@@ -68,7 +68,10 @@ const FireEps = 1e-6
 // pairs). The bias node of a (graph, parameter store, span, H) is built
 // once and returned to every layer; the pairs of a span are computed once
 // on the host. One FIRE value may build graphs from several
-// goroutines at once.
+// goroutines at once. With layers' Stream, FIRE is a StreamAttender:
+// StreamAttend evaluates the MLP per tile inside graph.StreamAttention
+// (graph.FIREBias), so the streaming attention holds no table of R ~ T²
+// rows; BiasTable and BiasIndex remain for the materialised tiles.
 //
 // Real positions (PosReal, NewReal): the same formula with the query's
 // time t_q[i] for p_i and Δ = |t_k[j] - t_q[i]| for the distance,
