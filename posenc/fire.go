@@ -303,11 +303,7 @@ func (e *FIRE) mlp(s *Site, dist, qpos, negq *G.Node, r int) (*G.Node, error) {
 		return G.NewTensor(s.G, dt, 1, G.WithShape(len(v)), G.WithName(graph.UniqueName(s.G, name)),
 			G.WithValue(graph.FromFloat64s(dt, tensor.Shape{len(v)}, v)))
 	}
-	c, err := s.Params.Node(s.G, "fire_c", tensor.Shape{1}, graph.Constant(e.InitC), false)
-	if err != nil {
-		return nil, err
-	}
-	lm, err := s.Params.Node(s.G, "fire_l_mult", tensor.Shape{1}, graph.Ones, false)
+	c, lm, err := e.scalars(s)
 	if err != nil {
 		return nil, err
 	}
@@ -400,11 +396,7 @@ func (e *FIRE) StreamAttend(s *Site, q, k, v *G.Node, o graph.StreamOpts) (*G.No
 
 // streamBias returns the parameter nodes of site s for graph.FIREBias.
 func (e *FIRE) streamBias(s *Site) (*graph.FIREBias, error) {
-	c, err := s.Params.Node(s.G, "fire_c", tensor.Shape{1}, graph.Constant(e.InitC), false)
-	if err != nil {
-		return nil, err
-	}
-	lm, err := s.Params.Node(s.G, "fire_l_mult", tensor.Shape{1}, graph.Ones, false)
+	c, lm, err := e.scalars(s)
 	if err != nil {
 		return nil, err
 	}
@@ -422,4 +414,13 @@ func (e *FIRE) streamBias(s *Site) (*graph.FIREBias, error) {
 		}
 	}
 	return fb, nil
+}
+
+// scalars returns the parameters "fire_c" and "fire_l_mult" [1] of site s.
+func (e *FIRE) scalars(s *Site) (c, lm *G.Node, err error) {
+	if c, err = s.Params.Node(s.G, "fire_c", tensor.Shape{1}, graph.Constant(e.InitC), false); err != nil {
+		return nil, nil, err
+	}
+	lm, err = s.Params.Node(s.G, "fire_l_mult", tensor.Shape{1}, graph.Ones, false)
+	return c, lm, err
 }
