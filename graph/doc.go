@@ -50,8 +50,9 @@
 //	                                offsets, key padding, bias from a table [R, H|1] by host rows per tile
 //	                                (TileIndexer); relative terms per tile (opts.Terms, StreamTerm: query terms
 //	                                (q+c)·Table[row], key terms k·Table[row], value terms Σ p·Table[row], tables
-//	                                [R, H*d|d]: Shaw, XL, DeBERTa); O(tile) work space per thread, opts.Probe as
-//	                                AttentionProbs
+//	                                [R, H*d|d]: Shaw, XL, DeBERTa); FIRE's bias computed per tile from its MLP's
+//	                                parameter nodes (opts.FIRE, FIREBias); O(tile) work space per thread,
+//	                                opts.Probe as AttentionProbs
 //	StreamCoPE(q, k, v, emb, opts, co) StreamAttention with CoPE's term: gates carried across key tiles from
 //	                                the diagonal backwards, q·emb per query block; causal, key padding, offsets
 //	SplitHeads(x, H), MergeHeads(x) [B, T, H*dh] <-> [B, H, T, dh]

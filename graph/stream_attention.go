@@ -59,6 +59,10 @@ type StreamOpts struct {
 	// query and key terms are added to q·kᵀ before the scale, value terms
 	// to the output (see StreamTerm).
 	Terms []StreamTerm
+	// FIRE, if not nil, adds FIRE's score bias (see FIREBias), computed
+	// per tile from its parameter nodes, after scaling; QStart and KStart
+	// are then the positions of its formula (>= 0).
+	FIRE *FIREBias
 	// TileQ and TileK are the tile sizes (0: DefaultStreamTileQ and
 	// DefaultStreamTileK). They change the order of the floating-point
 	// sums, not the result otherwise.
@@ -169,6 +173,17 @@ func StreamAttention(q, k, v *G.Node, o StreamOpts) (*G.Node, error) {
 	}
 	c.terms = terms
 	inputs = append(inputs, tnodes...)
+	if o.FIRE != nil {
+		if o.QStart < 0 || o.KStart < 0 {
+			return nil, errors.Errorf("graph: %s: FIRE needs positions >= 0, QStart %d and KStart %d", name, o.QStart, o.KStart)
+		}
+		f, fnodes, err := checkFIRE(name, o.FIRE, q, ql.h)
+		if err != nil {
+			return nil, err
+		}
+		c.fire = f
+		inputs = append(inputs, fnodes...)
+	}
 	return G.ApplyOp(&streamAttnOp{streamCfg: c, probe: o.Probe}, inputs...)
 }
 
@@ -242,6 +257,7 @@ type streamCfg struct {
 	indexID        string
 	tq, tk         int // tile sizes, clipped to Tq and Tk
 	terms          []streamTermCfg
+	fire           *fireCfg // nil without FIRE's bias
 }
 
 func (c *streamCfg) String() string {
@@ -255,6 +271,9 @@ func (c *streamCfg) String() string {
 	}
 	for i := range c.terms {
 		s += fmt.Sprintf(", term%d=%v", i, &c.terms[i])
+	}
+	if c.fire != nil {
+		s += ", " + c.fire.String()
 	}
 	return s
 }
@@ -271,6 +290,9 @@ func (c *streamCfg) arity() int {
 			n++
 		}
 	}
+	if c.fire != nil {
+		n += c.fire.nparams()
+	}
 	return n
 }
 
@@ -284,6 +306,11 @@ func (c *streamCfg) inTypes() []hm.Type {
 		ts = append(ts, floatT(2))
 		if t.bias {
 			ts = append(ts, floatT(1))
+		}
+	}
+	if c.fire != nil {
+		for _, s := range c.fire.shapes() {
+			ts = append(ts, floatT(len(s)))
 		}
 	}
 	return ts
@@ -390,7 +417,7 @@ func (t *streamTile[T]) termBuffers() streamScratch {
 // per query the tile's row maxima and exp shifts (plus H*tq Ints of key
 // counts while a probe records).
 func (c *streamCfg) fwdScratch() streamScratch {
-	s := streamScratch{Floats: c.tq*c.tk + 2*c.tq, F64: 3 * c.q.h * c.tq}
+	s := streamScratch{Floats: c.tq*c.tk + 2*c.tq, F64: 3*c.q.h*c.tq + c.fireScratch()}
 	if c.rows > 0 {
 		s.Ints = c.tq * c.tk
 	}
@@ -401,7 +428,7 @@ func (c *streamCfg) fwdScratch() streamScratch {
 // heads: the tile's probabilities and dP [tq, tk], table rows [tq, tk],
 // and per head D and the log-sum-exp of the query block.
 func (c *streamCfg) bwdScratch(nh int) streamScratch {
-	s := streamScratch{Floats: 2*c.tq*c.tk + 2*nh*c.tq}
+	s := streamScratch{Floats: 2*c.tq*c.tk + 2*nh*c.tq, F64: c.fireScratch()}
 	if c.rows > 0 {
 		s.Ints = c.tq * c.tk
 	}
@@ -474,6 +501,7 @@ func (op *streamAttnOp) Do(vs ...G.Value) (G.Value, error) {
 type streamIn[T float] struct {
 	q, k, v, tab []T
 	tt, tb       [][]T
+	fire         [][]T // FIRE's parameters (fireCfg.shapes)
 }
 
 func streamInputs[T float](op any, c *streamCfg, vs []G.Value) (streamIn[T], error) {
@@ -493,6 +521,14 @@ func streamInputs[T float](op any, c *streamCfg, vs []G.Value) (streamIn[T], err
 			shapes = append(shapes, tensor.Shape{c.q.h * c.q.cols})
 			what = append(what, fmt.Sprintf("term %d qbias", x))
 			dst = append(dst, &in.tb[x])
+		}
+	}
+	if c.fire != nil {
+		in.fire = make([][]T, c.fire.nparams())
+		for x, s := range c.fire.shapes() {
+			shapes = append(shapes, s)
+			what = append(what, "FIRE's "+fireParamNames[x])
+			dst = append(dst, &in.fire[x])
 		}
 	}
 	for i := 0; i < c.arity(); i++ {
@@ -558,6 +594,7 @@ type streamTile[T float] struct {
 	terms  []termTile
 	tp, qc []T
 	g, w   []T
+	fire   *fireTile // FIRE's bias of the tile, nil without
 }
 
 // newStreamTile returns a thread's tile with the work space of c's tiles.
@@ -572,6 +609,9 @@ func newStreamTile[T float](c *streamCfg, in *streamIn[T]) streamTile[T] {
 			t.terms[x].idx = make([]int, c.tq*c.tk)
 		}
 		t.tp, t.qc = make([]T, c.tq*c.tk), make([]T, c.tq*c.q.cols)
+	}
+	if c.fire != nil {
+		t.fire = newFireTile(c.fire, c.tq*c.tk)
 	}
 	return t
 }
@@ -591,6 +631,9 @@ func (t *streamTile[T]) loadIndex() error {
 		if err := t.loadTermIndex(x); err != nil {
 			return err
 		}
+	}
+	if c.fire != nil {
+		t.loadFire()
 	}
 	if c.rows == 0 {
 		t.hasI = true
@@ -649,12 +692,15 @@ func (t *streamTile[T]) scores(h int, pa *headAcc, allowed []int, rowMax []T) {
 				row[j] += in.tab[r*c.hc+col]
 			}
 		}
+		if c.fire != nil {
+			t.addFire(h, a, row)
+		}
 		if pa != nil {
 			var terms []T
 			if tp != nil {
 				terms = tp[a*nj : (a+1)*nj]
 			}
-			t.probeRow(pa, a, row, terms, km, col, allowed)
+			t.probeRow(pa, h, a, row, terms, km, col, allowed)
 		}
 		if km != nil {
 			for j, ok := range km {
@@ -693,10 +739,10 @@ func (t *streamTile[T]) visible(a, j int, km []bool) bool {
 }
 
 // probeRow records row a of the tile's scores (before masking) in pa;
-// terms is nil or the row's relative terms (unscaled).
-func (t *streamTile[T]) probeRow(pa *headAcc, a int, row, terms []T, km []bool, col int, allowed []int) {
+// terms is nil or the row's relative terms (unscaled); h is the head.
+func (t *streamTile[T]) probeRow(pa *headAcc, h, a int, row, terms []T, km []bool, col int, allowed []int) {
 	c := t.c
-	pa.hasPos = pa.hasPos || c.rows > 0 || terms != nil
+	pa.hasPos = pa.hasPos || c.rows > 0 || terms != nil || c.fire != nil
 	nj := t.j1 - t.j0
 	for j, v := range row {
 		if !t.visible(a, j, km) {
@@ -709,10 +755,13 @@ func (t *streamTile[T]) probeRow(pa *headAcc, a int, row, terms []T, km []bool, 
 		}
 		pa.scoreMax = math.Max(pa.scoreMax, x)
 		pa.scoreMin = math.Min(pa.scoreMin, x)
-		if c.rows > 0 || terms != nil {
+		if c.rows > 0 || terms != nil || c.fire != nil {
 			var pos float64
 			if c.rows > 0 {
 				pos = float64(t.in.tab[t.idx[a*nj+j]*c.hc+col])
+			}
+			if c.fire != nil {
+				pos += t.fireBias(h, a*nj+j)
 			}
 			if terms != nil {
 				pos += float64(terms[j] * T(c.scale))
@@ -931,6 +980,9 @@ func streamFwdDo[T float](op *streamAttnOp, vs []G.Value) (G.Value, error) {
 		used.Floats += len(t.s) + len(sms[0].shift) + len(sms[0].rmax)
 		used.Ints += len(t.idx) + len(allowed)
 		used.F64 += h * (len(sms[0].m) + len(sms[0].l) + len(sms[0].ws))
+		if t.fire != nil {
+			used.F64 += t.fire.floats()
+		}
 		mu.Unlock()
 		for task := lo; task < hi && !fe.bad.Load(); task++ {
 			b, qb := task/nqb, zigzag(task%nqb, nqb)
@@ -996,6 +1048,7 @@ type streamGradOp struct {
 	dk, dv, dtab buf
 	// the gradients of each term's table and QBias
 	dterm, dqbias []buf
+	dfire         []buf // FIRE's parameters' gradients
 	scratch       streamScratch
 }
 
@@ -1061,6 +1114,10 @@ func streamBwdDo[T float](op *streamGradOp, vs []G.Value) (G.Value, error) {
 			accs[x].bias = make([]float64, h*c.q.cols)
 		}
 	}
+	var faccs []fireAcc // FIRE's gradients per head
+	if c.fire != nil {
+		faccs = newFireAccs(c.fire)
+	}
 	fe := firstErr{op: "StreamAttention", hint: "the indexer's?"}
 	var mu sync.Mutex
 	var used streamScratch
@@ -1079,6 +1136,9 @@ func streamBwdDo[T float](op *streamGradOp, vs []G.Value) (G.Value, error) {
 		mu.Lock()
 		used.Floats += len(t.s) + len(f)
 		used.Ints += len(t.idx)
+		if t.fire != nil {
+			used.F64 += t.fire.floats()
+		}
 		mu.Unlock()
 		qld, kld, vld, old := c.q.ld(), c.k.ld(), c.v.ld(), c.out.ld()
 		scale := T(c.scale)
@@ -1142,6 +1202,9 @@ func streamBwdDo[T float](op *streamGradOp, vs []G.Value) (G.Value, error) {
 								dtab[r] += float64(dp[x])
 							}
 						}
+						if faccs != nil {
+							t.fireBwd(hh, dp[:ni*nj], &faccs[hh])
+						}
 						// dQ += scale dS K, dK += scale dSᵀ Q
 						gemmSerial(false, false, ni, c.q.cols, nj, scale, dp, nj, in.k[ko+j0*kld:], kld, 1, dq[qo+i0*qld:], qld)
 						gemmSerial(true, false, nj, c.k.cols, ni, scale, dp, nj, in.q[qo+i0*qld:], qld, 1, dk[ko+j0*kld:], kld)
@@ -1189,6 +1252,13 @@ func streamBwdDo[T float](op *streamGradOp, vs []G.Value) (G.Value, error) {
 			}
 		}
 	}
+	if c.fire != nil {
+		used.F64 += len(faccs) * (4 + 3*c.fire.width)
+		if len(op.dfire) != c.fire.nparams() {
+			op.dfire = make([]buf, c.fire.nparams())
+		}
+		fireGrads(c.fire, in.fire, faccs, op.dfire)
+	}
 	op.scratch = used
 	return res, nil
 }
@@ -1203,6 +1273,7 @@ const (
 	partTermTable // term's table (streamGradPartOp.term)
 	partTermBias  // term's QBias
 	partEmb       // StreamCoPE's emb
+	partFire      // FIRE's parameter (streamGradPartOp.term: fireParamNames)
 )
 
 // streamParts lists the gradients that parts hand out, for the inputs
@@ -1216,6 +1287,11 @@ func (c *streamCfg) streamParts() (parts []streamPart, terms []int) {
 		parts, terms = append(parts, partTermTable), append(terms, x)
 		if t.bias {
 			parts, terms = append(parts, partTermBias), append(terms, x)
+		}
+	}
+	if c.fire != nil {
+		for x := 0; x < c.fire.nparams(); x++ {
+			parts, terms = append(parts, partFire), append(terms, x)
 		}
 	}
 	return parts, terms
@@ -1262,6 +1338,8 @@ func (op *streamGradOp) partShape(p streamPart, term int) tensor.Shape {
 		return tensor.Shape{t.rows, t.cols}
 	case partTermBias:
 		return tensor.Shape{op.q.h * op.q.cols}
+	case partFire:
+		return op.fire.shapes()[term]
 	}
 	return tensor.Shape{op.rows, op.hc}
 }
@@ -1276,6 +1354,11 @@ func (op *streamGradOp) partBuf(p streamPart, term int) *buf {
 			return &op.dqbias[term]
 		}
 		return &op.dterm[term]
+	case partFire:
+		if term >= len(op.dfire) {
+			return nil
+		}
+		return &op.dfire[term]
 	case partK:
 		return &op.dk
 	case partV:
@@ -1305,7 +1388,7 @@ func (op *streamGradPartOp) Type() hm.Type {
 func (op *streamGradPartOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return op.shape(), nil }
 func (op *streamGradPartOp) String() string {
 	// The source op's address ties the node to its dq node's op.
-	return fmt.Sprintf("%s%s{src=%p, term=%d}", op.src.partName(), [...]string{"K", "V", "Table", "TermTable", "TermBias", "Emb"}[op.part], op.src, op.term)
+	return fmt.Sprintf("%s%s{src=%p, term=%d}", op.src.partName(), [...]string{"K", "V", "Table", "TermTable", "TermBias", "Emb", "Fire"}[op.part], op.src, op.term)
 }
 func (op *streamGradPartOp) WriteHash(h hash.Hash) { writeHash(h, op) }
 func (op *streamGradPartOp) Hashcode() uint32      { return hashOf(op) }

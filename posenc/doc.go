@@ -13,7 +13,8 @@
 //	ValueTermer    terms added to the attention output   [B, H, Tq, dh]
 //	AfterBlocker   transforms the hidden states between blocks [B, T, d]
 //	StreamAttender computes the streaming attention itself  [B, T, H*dv]
-//	               (layers' Stream; cope, whose gates a table bias cannot express)
+//	               (layers' Stream; cope, whose gates a table bias cannot express,
+//	               and fire, whose table over (distance, query) pairs grows as T²)
 //
 // Positions are explicit: a Span places query i at QStart+i and key j at
 // KStart+j, so cross-attention (Tq != Tk), memory segments and offsets need no

@@ -292,15 +292,22 @@ func torchLinearInit(in int) graph.Init {
 	}
 }
 
+// layer returns the weight "<name>_w<l>" [in, out] and bias "<name>_b<l>"
+// [out] of layer l, in = widths[l], out = widths[l+1].
+func (m biasMLP) layer(s *Site, l int) (w, b *G.Node, err error) {
+	in, out := m.widths[l], m.widths[l+1]
+	if w, err = s.Params.Node(s.G, fmt.Sprintf("%s_w%d", m.name, l), tensor.Shape{in, out}, torchLinearInit(in), false); err != nil {
+		return nil, nil, err
+	}
+	b, err = s.Params.Node(s.G, fmt.Sprintf("%s_b%d", m.name, l), tensor.Shape{out}, torchLinearInit(in), false)
+	return w, b, err
+}
+
 // apply maps x [R, widths[0]] to [R, widths[last]].
 func (m biasMLP) apply(s *Site, x *G.Node) (*G.Node, error) {
 	for l := 0; l+1 < len(m.widths); l++ {
-		in, out := m.widths[l], m.widths[l+1]
-		w, err := s.Params.Node(s.G, fmt.Sprintf("%s_w%d", m.name, l), tensor.Shape{in, out}, torchLinearInit(in), false)
-		if err != nil {
-			return nil, err
-		}
-		b, err := s.Params.Node(s.G, fmt.Sprintf("%s_b%d", m.name, l), tensor.Shape{out}, torchLinearInit(in), false)
+		out := m.widths[l+1]
+		w, b, err := m.layer(s, l)
 		if err != nil {
 			return nil, err
 		}

@@ -68,7 +68,10 @@ const FireEps = 1e-6
 // pairs). The bias node of a (graph, parameter store, span, H) is built
 // once and returned to every layer; the pairs of a span are computed once
 // on the host. One FIRE value may build graphs from several
-// goroutines at once.
+// goroutines at once. With layers' Stream, FIRE is a StreamAttender:
+// StreamAttend evaluates the MLP per tile inside graph.StreamAttention
+// (graph.FIREBias), so the streaming attention holds no table of R ~ T²
+// rows; BiasTable and BiasIndex remain for the materialised tiles.
 //
 // Real positions (PosReal, NewReal): the same formula with the query's
 // time t_q[i] for p_i and Δ = |t_k[j] - t_q[i]| for the distance,
@@ -300,11 +303,7 @@ func (e *FIRE) mlp(s *Site, dist, qpos, negq *G.Node, r int) (*G.Node, error) {
 		return G.NewTensor(s.G, dt, 1, G.WithShape(len(v)), G.WithName(graph.UniqueName(s.G, name)),
 			G.WithValue(graph.FromFloat64s(dt, tensor.Shape{len(v)}, v)))
 	}
-	c, err := s.Params.Node(s.G, "fire_c", tensor.Shape{1}, graph.Constant(e.InitC), false)
-	if err != nil {
-		return nil, err
-	}
-	lm, err := s.Params.Node(s.G, "fire_l_mult", tensor.Shape{1}, graph.Ones, false)
+	c, lm, err := e.scalars(s)
 	if err != nil {
 		return nil, err
 	}
@@ -364,4 +363,64 @@ func (e *FIRE) mlp(s *Site, dist, qpos, negq *G.Node, r int) (*G.Node, error) {
 		return nil, err
 	}
 	return withAlpha(s, x, e.Alpha, "fire_alpha")
+}
+
+// StreamAttend implements StreamAttender: graph.StreamAttention with FIRE's
+// bias computed per tile by the op (graph.FIREBias, the same parameter
+// nodes as ScoreBias), so that no [R, H] table over the span's
+// (distance, query position) pairs, R ~ 3/4·T², is built: the work space is
+// O(TileQ·TileK·(Width+H)) per thread. The result equals the materialised
+// attention with ScoreBias up to rounding (float64 accumulation of the
+// MLP). o's QStart and KStart are set from the site. It returns an error
+// naming fire for a site of real positions (their bias is per example and
+// pair), a site the settings refuse, or o with a table, terms or FIRE's
+// bias already.
+func (e *FIRE) StreamAttend(s *Site, q, k, v *G.Node, o graph.StreamOpts) (*G.Node, error) {
+	if err := e.checkSite(s); err != nil {
+		return nil, err
+	}
+	if s.Kind() == PosReal {
+		return nil, errRealTiles("fire")
+	}
+	if o.Table != nil || o.Index != nil || len(o.Terms) > 0 || o.FIRE != nil {
+		return nil, errors.New("posenc fire: stream: the options already hold a table bias, terms or FIRE's bias")
+	}
+	fb, err := e.streamBias(s)
+	if err != nil {
+		return nil, errors.Wrap(err, "posenc fire")
+	}
+	o.FIRE, o.QStart, o.KStart = fb, s.QStart, s.KStart
+	out, err := graph.StreamAttention(q, k, v, o)
+	return out, errors.WithMessage(err, "posenc fire")
+}
+
+// streamBias returns the parameter nodes of site s for graph.FIREBias.
+func (e *FIRE) streamBias(s *Site) (*graph.FIREBias, error) {
+	c, lm, err := e.scalars(s)
+	if err != nil {
+		return nil, err
+	}
+	fb := &graph.FIREBias{C: c, LMult: lm, InitL: e.InitL, Eps: FireEps}
+	m := biasMLP{name: "fire", widths: []int{1, e.Width, s.H}, act: relu}
+	if fb.W0, fb.B0, err = m.layer(s, 0); err != nil {
+		return nil, err
+	}
+	if fb.W1, fb.B1, err = m.layer(s, 1); err != nil {
+		return nil, err
+	}
+	if e.Alpha {
+		if fb.Alpha, err = s.Params.Node(s.G, "fire_alpha", tensor.Shape{1}, graph.Constant(AlphaInit), false); err != nil {
+			return nil, err
+		}
+	}
+	return fb, nil
+}
+
+// scalars returns the parameters "fire_c" and "fire_l_mult" [1] of site s.
+func (e *FIRE) scalars(s *Site) (c, lm *G.Node, err error) {
+	if c, err = s.Params.Node(s.G, "fire_c", tensor.Shape{1}, graph.Constant(e.InitC), false); err != nil {
+		return nil, nil, err
+	}
+	lm, err = s.Params.Node(s.G, "fire_l_mult", tensor.Shape{1}, graph.Ones, false)
+	return c, lm, err
 }

@@ -229,3 +229,50 @@ func TestMLPBiasErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestFIREStreamAttendErrors: fire is a StreamAttender; StreamAttend
+// refuses real positions, options that already carry a bias, and invalid
+// settings, with errors naming fire.
+func TestFIREStreamAttendErrors(t *testing.T) {
+	e, err := posenc.NewFIRE(4, 0.1, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var _ posenc.StreamAttender = e
+	g := G.NewGraph()
+	mk := func(name string, tt int) *G.Node {
+		return G.NewTensor(g, tensor.Float64, 3, G.WithShape(1, tt, 4), G.WithName(name), G.WithValue(tensor.New(tensor.WithShape(1, tt, 4), tensor.Of(tensor.Float64))))
+	}
+	q, k, v := mk("q", 3), mk("k", 3), mk("v", 3)
+	site := func() *posenc.Site {
+		return &posenc.Site{G: g, Params: graph.NewParams(tensor.Float64, 1), Prefix: "block0/attn", B: 1, H: 2, DHead: 2, DModel: 4,
+			Span: posenc.Span{TQ: 3, TK: 3}, Causal: true}
+	}
+	o := graph.StreamOpts{Heads: 2, Causal: true}
+	if _, err := e.StreamAttend(site(), q, k, v, o); err != nil {
+		t.Fatalf("line site: %v", err)
+	}
+	real := site()
+	if real.Pos, err = posenc.NewReal(1, []float64{0, 1, 2}, []float64{0, 1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	withTable := o
+	withTable.Table = q
+	bad := &posenc.FIRE{Width: 0, InitC: 0.1, InitL: 8}
+	for _, c := range []struct {
+		what string
+		e    *posenc.FIRE
+		s    *posenc.Site
+		o    graph.StreamOpts
+		want string
+	}{
+		{"real positions", e, real, o, "real positions"},
+		{"a table already", e, site(), withTable, "already"},
+		{"width 0", bad, site(), o, "width 0"},
+	} {
+		_, err := c.e.StreamAttend(c.s, q, k, v, c.o)
+		if err == nil || !strings.Contains(err.Error(), "fire") || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one naming fire and %q", c.what, err, c.want)
+		}
+	}
+}

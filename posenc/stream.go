@@ -15,8 +15,10 @@ import (
 // none, the absolute encodings, rope and its scalings, xpos: their work is
 // done by InputAdder or QKTransformer, which still apply before the
 // attention; the StreamTermers shaw, xl and deberta, whose terms
-// StreamTermsOf gives; and the StreamAttenders, cope, which stream the
-// attention themselves). It returns an error naming the encoding for an
+// StreamTermsOf gives; and the StreamAttender cope, which streams the
+// attention itself). For fire, a StreamAttender too, it returns the table
+// [R, H] over the span's (distance, query position) pairs, R ~ T²; layers
+// asks fire's StreamAttend instead. It returns an error naming the encoding for an
 // encoding with score or value terms that is neither (ScoreTermer,
 // ValueTermer: "<enc> adds content-position terms; the streaming attention
 // serves ..."), for a ScoreBiaser that is not a TableBiaser, and when e's
@@ -112,7 +114,7 @@ func streamTermsServed(e Encoding) error {
 	_, termer := e.(StreamTermer)
 	_, attender := e.(StreamAttender)
 	if (terms || values) && !termer && !attender {
-		return errors.Errorf("posenc: %s adds content-position terms; the streaming attention serves score biases, the terms of StreamTermers (shaw, xl, deberta) and the StreamAttenders (cope) only", e.Name())
+		return errors.Errorf("posenc: %s adds content-position terms; the streaming attention serves score biases, the terms of StreamTermers (shaw, xl, deberta) and the StreamAttenders (cope, fire) only", e.Name())
 	}
 	return nil
 }
