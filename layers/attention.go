@@ -32,7 +32,7 @@ type AttentionConfig struct {
 	// (t5, alibi, kerple, sandwich, shaw-scalar, fire, dpb, ... on line
 	// positions), the relative terms of the posenc.StreamTermers (shaw, xl,
 	// deberta), computed per tile, and the encodings that stream the
-	// attention themselves (posenc.StreamAttender: cope); Fwd returns
+	// attention themselves (posenc.StreamAttender: cope, fire); Fwd returns
 	// StreamBias's error for the others (combinations with terms or a
 	// bias). The mask
 	// must be nil or a key-padding mask [B, 1, 1, Tk] whose value is known
@@ -219,7 +219,7 @@ func (a *Attention) FwdPositions(xq, xkv *G.Node, span posenc.Span, pos *posenc.
 // encoding's QKTransformer applied, then one graph.StreamAttention with the
 // table bias of posenc.StreamBias, the relative terms of
 // posenc.StreamTermsOf, the layer's causal mask and the caller's
-// key-padding mask; or, for a posenc.StreamAttender (cope), the encoding's
+// key-padding mask; or, for a posenc.StreamAttender (cope, fire), the encoding's
 // StreamAttend with the same options instead.
 func (a *Attention) fwdStream(site *posenc.Site, xq, xkv, mask *G.Node) (*G.Node, error) {
 	name := a.Cfg.Name

@@ -19,7 +19,7 @@ import (
 // terms, CoPE's own streaming), and its probes record as many rows with
 // close entropies and position parts.
 func TestLMStreamFloat32(t *testing.T) {
-	for _, pos := range []string{"none", "rope", "alibi", "t5", "kerple-log", "shaw", "xl", "deberta", "cope"} {
+	for _, pos := range []string{"none", "rope", "alibi", "t5", "kerple-log", "shaw", "xl", "deberta", "cope", "fire"} {
 		t.Run(pos, func(t *testing.T) {
 			cfg := tinyConfig(pos)
 			w := tinyWeights(t, cfg, 4)
