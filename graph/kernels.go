@@ -34,6 +34,14 @@ type kernels32 struct {
 	layerNormGrad func(dx, x, gamma, dy []float32, eps float32, dgamma, dbeta []float32)
 	// colSums adds the rows of x ([., len(acc)]) to acc.
 	colSums func(acc, x []float32)
+	// The streaming attention's tile loops (stream_kernels.go):
+	// gatherAddRows, scatterAddRows, scatterAddF64, maskMaxRows and
+	// dsRows, bit for bit the same in both sets.
+	gatherAddRows  func(dst []float32, n int, idx []int, src []float32, d tileAddr)
+	scatterAddRows func(dst []float32, n int, idx []int, src []float32, d tileAddr)
+	scatterAddF64  func(acc []float64, idx []int, src []float32)
+	maskMaxRows    func(s []float32, n int, causal bool, first int, rowMax []float32)
+	dsRows         func(dp, p []float32, n int, d []float32)
 }
 
 // k32 is the kernel set of this build and CPU.
@@ -139,6 +147,11 @@ func init() {
 			}
 		}
 	}
+	goKernels32.gatherAddRows = gatherAddRowsGo[float32]
+	goKernels32.scatterAddRows = scatterAddRowsGo[float32]
+	goKernels32.scatterAddF64 = scatterAddF64Go[float32]
+	goKernels32.maskMaxRows = maskMaxRowsGo[float32]
+	goKernels32.dsRows = dsRowsGo[float32]
 	goKernels32.colSums = func(acc, x []float32) {
 		n := len(acc)
 		for r := 0; r+n <= len(x); r += n {

@@ -306,6 +306,118 @@ TGT void rpe_col_sums(float *acc, const float *x, long rows, long n) {
 		for (; i < n; i++) acc[i] += xr[i];
 	}
 }
+
+// The streaming attention's tile loops (stream_kernels.go), the same
+// arithmetic in the same order as the Go loops. Entry (a, j) with table
+// row r = idx[a*n+j] addresses src (gather) or dst (scatter) at
+// a*ldrow + j*ldcol + r*stride + off.
+TGT void rpe_gather_add_rows(float *restrict dst, long rows, long n, const long *restrict idx, const float *restrict src, long ldrow, long ldcol, long stride, long off) {
+	for (long a = 0; a < rows; a++) {
+		float *restrict row = dst + a * n;
+		const long *restrict ir = idx + a * n;
+		const float *restrict base = src + a * ldrow + off;
+		if (ldcol == 0) {
+			for (long j = 0; j < n; j++) row[j] += base[ir[j] * stride];
+		} else {
+			for (long j = 0; j < n; j++) row[j] += base[j * ldcol + ir[j] * stride];
+		}
+	}
+}
+
+// The scatters add up a run of consecutive entries with the same address
+// in a register (a clipped or bucketed distance maps whole rows of a tile
+// to one table row): acc = dst + the first entry, then acc += each next
+// one, the additions of the plain loop in its order.
+void rpe_scatter_add_rows(float *restrict dst, long rows, long n, const long *restrict idx, const float *restrict src, long ldrow, long ldcol, long stride, long off) {
+	for (long a = 0; a < rows; a++) {
+		const float *sr = src + a * n;
+		const long *ir = idx + a * n;
+		float *base = dst + a * ldrow + off;
+		long at = ir[0] * stride;
+		float acc = base[at] + sr[0];
+		for (long j = 1; j < n; j++) {
+			long x = j * ldcol + ir[j] * stride;
+			if (x == at) {
+				acc += sr[j];
+				continue;
+			}
+			base[at] = acc;
+			at = x;
+			acc = base[at] + sr[j];
+		}
+		base[at] = acc;
+	}
+}
+
+void rpe_scatter_add_f64(double *restrict acc, const long *restrict idx, const float *restrict src, long n) {
+	long at = idx[0];
+	double s = acc[at] + (double)src[0];
+	for (long x = 1; x < n; x++) {
+		if (idx[x] == at) {
+			s += (double)src[x];
+			continue;
+		}
+		acc[at] = s;
+		at = idx[x];
+		s = acc[at] + (double)src[x];
+	}
+	acc[at] = s;
+}
+
+TGT static inline float hmax(__m256 v) {
+	__m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+	m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 0x55));
+	return _mm_cvtss_f32(m);
+}
+
+// The causal mask from first+a on, and the maxima of the kept entries
+// (NaN if one is NaN) if rowmax is not NULL.
+TGT void rpe_mask_max_rows(float *s, long rows, long n, int causal, long first, float *rowmax) {
+	const float ninf = -__builtin_inff();
+	for (long a = 0; a < rows; a++) {
+		float *row = s + a * n;
+		long end = n;
+		if (causal) {
+			end = first + a;
+			end = end < 0 ? 0 : (end > n ? n : end);
+			for (long j = end; j < n; j++) row[j] = ninf;
+		}
+		if (!rowmax) continue;
+		__m256 m = _mm256_set1_ps(ninf), bad = _mm256_setzero_ps();
+		long j = 0;
+		for (; j + 8 <= end; j += 8) {
+			__m256 x = _mm256_loadu_ps(row + j);
+			bad = _mm256_or_ps(bad, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+			m = _mm256_max_ps(m, x);
+		}
+		float mx = hmax(m);
+		int nan = _mm256_movemask_ps(bad) != 0;
+		for (; j < end; j++) {
+			float x = row[j];
+			if (x != x) nan = 1;
+			else if (x > mx) mx = x;
+		}
+		rowmax[a] = nan ? __builtin_nanf("") : mx;
+	}
+}
+
+// dS = P ∘ (dP − D) where P is not 0, else 0.
+TGT void rpe_ds_rows(float *dp, const float *p, long rows, long n, const float *d) {
+	const __m256 zero = _mm256_setzero_ps();
+	for (long a = 0; a < rows; a++) {
+		float *dr = dp + a * n;
+		const float *pr = p + a * n;
+		__m256 dv = _mm256_set1_ps(d[a]);
+		long j = 0;
+		for (; j + 8 <= n; j += 8) {
+			__m256 x = _mm256_loadu_ps(pr + j);
+			__m256 r = _mm256_mul_ps(x, _mm256_sub_ps(_mm256_loadu_ps(dr + j), dv));
+			_mm256_storeu_ps(dr + j, _mm256_and_ps(_mm256_cmp_ps(x, zero, _CMP_NEQ_UQ), r));
+		}
+		for (; j < n; j++) dr[j] = pr[j] != 0 ? pr[j] * (dr[j] - d[a]) : 0;
+	}
+}
 */
 import "C"
 
@@ -374,6 +486,49 @@ func init() {
 		n := len(acc)
 		if rows := len(x) / n; rows > 0 {
 			C.rpe_col_sums(fp(acc), fp(x), C.long(rows), C.long(n))
+		}
+	}
+	ip := func(x []int) *C.long { return (*C.long)(unsafe.Pointer(unsafe.SliceData(x))) }
+	cKernels32.gatherAddRows = func(dst []float32, n int, idx []int, src []float32, d tileAddr) {
+		if rows := len(idx) / n; rows > 0 {
+			_ = dst[rows*n-1]
+			C.rpe_gather_add_rows(fp(dst), C.long(rows), C.long(n), ip(idx), fp(src),
+				C.long(d.ldRow), C.long(d.ldCol), C.long(d.stride), C.long(d.off))
+		}
+	}
+	cKernels32.scatterAddRows = func(dst []float32, n int, idx []int, src []float32, d tileAddr) {
+		if rows := len(idx) / n; rows > 0 {
+			_ = src[rows*n-1]
+			C.rpe_scatter_add_rows(fp(dst), C.long(rows), C.long(n), ip(idx), fp(src),
+				C.long(d.ldRow), C.long(d.ldCol), C.long(d.stride), C.long(d.off))
+		}
+	}
+	cKernels32.scatterAddF64 = func(acc []float64, idx []int, src []float32) {
+		if len(idx) > 0 {
+			_ = src[len(idx)-1]
+			C.rpe_scatter_add_f64((*C.double)(unsafe.Pointer(unsafe.SliceData(acc))), ip(idx), fp(src), C.long(len(idx)))
+		}
+	}
+	cKernels32.maskMaxRows = func(s []float32, n int, causal bool, first int, rowMax []float32) {
+		rows := len(s) / n
+		if rows == 0 {
+			return
+		}
+		var rm *C.float
+		if rowMax != nil {
+			_ = rowMax[rows-1]
+			rm = fp(rowMax)
+		}
+		cz := C.int(0)
+		if causal {
+			cz = 1
+		}
+		C.rpe_mask_max_rows(fp(s), C.long(rows), C.long(n), cz, C.long(first), rm)
+	}
+	cKernels32.dsRows = func(dp, p []float32, n int, d []float32) {
+		if rows := len(p) / n; rows > 0 {
+			_, _ = dp[rows*n-1], d[rows-1]
+			C.rpe_ds_rows(fp(dp), fp(p), C.long(rows), C.long(n), fp(d))
 		}
 	}
 	if C.rpe_have_avx2() != 0 {

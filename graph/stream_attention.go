@@ -680,53 +680,36 @@ func (t *streamTile[T]) scores(h int, pa *headAcc, allowed []int, rowMax []T) {
 	if c.hc > 1 {
 		col = h
 	}
+	if c.rows > 0 {
+		gatherAddRows(s, nj, t.idx[:ni*nj], in.tab, tileAddr{stride: c.hc, off: col})
+	}
 	var km []bool
 	if c.keyMask != nil {
 		km = c.keyMask[t.b*c.k.rows+t.j0 : t.b*c.k.rows+t.j1]
 	}
-	ninf := T(math.Inf(-1))
-	for a := 0; a < ni; a++ {
-		row := s[a*nj : (a+1)*nj]
-		if c.rows > 0 {
-			for j, r := range t.idx[a*nj : (a+1)*nj] {
-				row[j] += in.tab[r*c.hc+col]
+	if c.fire != nil || pa != nil || km != nil {
+		ninf := T(math.Inf(-1))
+		for a := 0; a < ni; a++ {
+			row := s[a*nj : (a+1)*nj]
+			if c.fire != nil {
+				t.addFire(h, a, row)
 			}
-		}
-		if c.fire != nil {
-			t.addFire(h, a, row)
-		}
-		if pa != nil {
-			var terms []T
-			if tp != nil {
-				terms = tp[a*nj : (a+1)*nj]
+			if pa != nil {
+				var terms []T
+				if tp != nil {
+					terms = tp[a*nj : (a+1)*nj]
+				}
+				t.probeRow(pa, h, a, row, terms, km, col, allowed)
 			}
-			t.probeRow(pa, h, a, row, terms, km, col, allowed)
-		}
-		if km != nil {
 			for j, ok := range km {
 				if !ok {
 					row[j] = ninf
 				}
 			}
 		}
-		end := nj
-		if c.causal {
-			// key j is visible iff kStart+j0+j <= qStart+i0+a
-			end = min(nj, max(0, c.qStart+t.i0+a-c.kStart-t.j0+1))
-			for j := end; j < nj; j++ {
-				row[j] = ninf
-			}
-		}
-		if rowMax != nil {
-			mx := ninf
-			for _, x := range row[:end] {
-				if x > mx || x != x {
-					mx = x
-				}
-			}
-			rowMax[a] = mx
-		}
 	}
+	// key j is visible iff kStart+j0+j <= qStart+i0+a
+	maskMaxRows(s, nj, c.causal, c.qStart+t.i0-c.kStart-t.j0+1, rowMax)
 }
 
 // visible reports whether key j0+j is visible to query i0+a.
@@ -1186,21 +1169,9 @@ func streamBwdDo[T float](op *streamGradOp, vs []G.Value) (G.Value, error) {
 						gemmSerial(false, true, ni, nj, c.v.cols, 1, do[oo+i0*old:], old, in.v[vo+j0*vld:], vld, 0, dp, nj)
 						t.valueTermsBwd(hh, p, dp, do[oo+i0*old:], old, accs)
 						// dS = P ∘ (dP - D), into dp
-						for a := 0; a < ni; a++ {
-							pr, dr := p[a*nj:(a+1)*nj], dp[a*nj:(a+1)*nj]
-							for j, x := range pr {
-								if x != 0 {
-									dr[j] = x * (dr[j] - dh[a])
-								} else {
-									dr[j] = 0
-								}
-							}
-						}
+						dsRows(dp[:ni*nj], p, nj, dh)
 						if dacc != nil {
-							dtab := dacc[hh*c.rows : (hh+1)*c.rows]
-							for x, r := range t.idx[:ni*nj] {
-								dtab[r] += float64(dp[x])
-							}
+							scatterAddF64(dacc[hh*c.rows:(hh+1)*c.rows], t.idx[:ni*nj], dp)
 						}
 						if faccs != nil {
 							t.fireBwd(hh, dp[:ni*nj], &faccs[hh])

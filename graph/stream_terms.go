@@ -237,16 +237,12 @@ func (t *streamTile[T]) scoreTerms(h int) {
 			a, lda := t.queryRows(x, h)
 			g := growT(&t.g, ni*tt.n)
 			gemmSerial(false, true, ni, tt.n, tc.w, 1, a, lda, t.termTab(x, h), tc.cols, 0, g, tt.n)
-			for p, r := range idx {
-				tp[p] += g[p/nj*tt.n+r-tt.lo]
-			}
+			gatherAddRows(tp, nj, idx, g, tileAddr{ldRow: tt.n, stride: 1, off: -tt.lo})
 		case KeyTerm:
 			ko := c.k.off(t.b, h) + t.j0*c.k.ld()
 			g := growT(&t.g, nj*tt.n)
 			gemmSerial(false, true, nj, tt.n, tc.w, 1, t.in.k[ko:], c.k.ld(), t.termTab(x, h), tc.cols, 0, g, tt.n)
-			for p, r := range idx {
-				tp[p] += g[p%nj*tt.n+r-tt.lo]
-			}
+			gatherAddRows(tp, nj, idx, g, tileAddr{ldCol: tt.n, stride: 1, off: -tt.lo})
 		}
 	}
 }
@@ -261,13 +257,11 @@ func (t *streamTile[T]) scatterRows(x int, p []T, byKey bool) []T {
 		m = nj
 	}
 	w := growT(&t.w, m*tt.n)
-	for e, r := range tt.idx[:ni*nj] {
-		a := e / nj
-		if byKey {
-			a = e % nj
-		}
-		w[a*tt.n+r-tt.lo] += p[e]
+	d := tileAddr{ldRow: tt.n, stride: 1, off: -tt.lo}
+	if byKey {
+		d.ldRow, d.ldCol = 0, tt.n
 	}
+	scatterAddRows(w, nj, tt.idx[:ni*nj], p, d)
 	return w
 }
 
@@ -316,9 +310,7 @@ func (t *streamTile[T]) valueTermsBwd(h int, p, dp, do []T, old int, accs []term
 		gd, gt := g[:ni*tt.n], g[ni*tt.n:ni*tt.n+tt.n*tc.w]
 		// dP += dO Table_hᵀ, gathered
 		gemmSerial(false, true, ni, tt.n, tc.w, 1, do, old, t.termTab(x, h), tc.cols, 0, gd, tt.n)
-		for e, r := range tt.idx[:ni*nj] {
-			dp[e] += gd[e/nj*tt.n+r-tt.lo]
-		}
+		gatherAddRows(dp[:ni*nj], nj, tt.idx[:ni*nj], gd, tileAddr{ldRow: tt.n, stride: 1, off: -tt.lo})
 		// dTable_h += Wᵀ dO
 		w := t.scatterRows(x, p, false)
 		gemmSerial(true, false, tt.n, tc.w, ni, 1, w, tt.n, do, old, 0, gt, tc.w)
