@@ -22,7 +22,7 @@ import (
 
 // Default tile sizes of StreamAttention (queries × keys per tile).
 const (
-	DefaultStreamTileQ = 64
+	DefaultStreamTileQ = 128
 	DefaultStreamTileK = 128
 )
 
