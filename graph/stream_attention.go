@@ -43,6 +43,12 @@ type StreamOpts struct {
 	// KeyMask is nil or [B*Tk] (batch-major): false marks a padding key,
 	// never attended. It is copied when the node is built.
 	KeyMask []bool
+	// KeyPad is nil or a node [B, Tk] or [1, Tk] (shared by the batch) of
+	// q's dtype, read each time the graph runs, as a padding mask bound
+	// anew for every batch: 0 marks a padding key, never attended, any
+	// other value a real one. It gets no gradient. Give KeyMask or KeyPad,
+	// not both; StreamCoPE takes KeyMask only.
+	KeyPad *G.Node
 	// Table is nil or a node [R, H] or [R, 1] (one column shared by the
 	// heads) of q's dtype: the score bias, added after scaling, is
 	//
@@ -101,7 +107,7 @@ type TileIndexer interface {
 // with q [B, Tq, H*dh], k [B, Tk, H*dh] and v [B, Tk, H*dv] (heads merged,
 // o.Heads = H, as layers.Attention lays them out) and out [B, Tq, H*dv]; or
 // all of them split, [B, H, T, d], and out [B, H, Tq, dv]. The mask
-// combines o.Causal (with o.QStart, o.KStart) and o.KeyMask, the bias is
+// combines o.Causal (with o.QStart, o.KStart) and o.KeyMask or o.KeyPad, the bias is
 // looked up in o.Table through o.Index (see StreamOpts), the terms are
 // those of o.Terms (see StreamTerm). The result equals AttentionProbs
 // followed by AttentionOutput with Bias = TableBias(table, ids), Terms the
@@ -120,7 +126,7 @@ type TileIndexer interface {
 // NaN), as in AttentionProbs.
 //
 // It is differentiable with respect to q, k, v, the table and every term's
-// table and QBias. The backward
+// table and QBias (not the KeyPad). The backward
 // pass recomputes each tile's scores and probabilities from the log-sum-exp
 // (dV = Pᵀ dO, dP = dO Vᵀ, dS = P ∘ (dP − D) with D = rowsum(dO ∘ O),
 // dQ = Scale dS K, dK = Scale dSᵀ Q, dTable = scatter-add of dS into the
@@ -184,6 +190,9 @@ func StreamAttention(q, k, v *G.Node, o StreamOpts) (*G.Node, error) {
 		c.fire = f
 		inputs = append(inputs, fnodes...)
 	}
+	if o.KeyPad != nil {
+		inputs = append(inputs, o.KeyPad)
+	}
 	return G.ApplyOp(&streamAttnOp{streamCfg: c, probe: o.Probe}, inputs...)
 }
 
@@ -233,6 +242,20 @@ func newStreamCfg(name string, q, k, v *G.Node, o StreamOpts) (streamCfg, error)
 		c.tk = DefaultStreamTileK
 	}
 	c.tq, c.tk = min(c.tq, ql.rows), min(c.tk, kl.rows)
+	if o.KeyPad != nil {
+		if o.KeyMask != nil {
+			return streamCfg{}, errors.Errorf("graph: %s: a KeyMask and a KeyPad: give one", name)
+		}
+		if err := checkFloatNode(name, "key pad", o.KeyPad); err != nil {
+			return streamCfg{}, err
+		}
+		ps := o.KeyPad.Shape()
+		if ps.Dims() != 2 || (ps[0] != kl.b && ps[0] != 1) || ps[1] != kl.rows || o.KeyPad.Dtype() != q.Dtype() {
+			return streamCfg{}, errors.Errorf("graph: %s: key pad %v (%v) must be [B, Tk] = [%d, %d] or [1, %d] of q's dtype %v",
+				name, ps, o.KeyPad.Dtype(), kl.b, kl.rows, kl.rows, q.Dtype())
+		}
+		c.padRows = ps[0]
+	}
 	if o.KeyMask != nil {
 		if len(o.KeyMask) != kl.b*kl.rows {
 			return streamCfg{}, errors.Errorf("graph: %s: key mask has %d entries, want B*Tk = %d*%d", name, len(o.KeyMask), kl.b, kl.rows)
@@ -250,8 +273,9 @@ type streamCfg struct {
 	scale          float64
 	causal         bool
 	qStart, kStart int
-	keyMask        []bool // nil or [B*Tk]
+	keyMask        []bool // nil or [B*Tk]; with a KeyPad, its value of the run
 	maskID         string
+	padRows        int // KeyPad's rows (B or 1), 0 without a KeyPad
 	rows, hc       int // table [rows, hc]; 0, 0 without a table
 	index          TileIndexer
 	indexID        string
@@ -263,8 +287,11 @@ type streamCfg struct {
 func (c *streamCfg) String() string {
 	s := fmt.Sprintf("q=%v, k=%v, v=%v, scale=%v, causal=%v, qstart=%d, kstart=%d, tiles=%dx%d",
 		c.q, c.k, c.v, c.scale, c.causal, c.qStart, c.kStart, c.tq, c.tk)
-	if c.keyMask != nil {
+	if c.maskID != "" {
 		s += ", keymask=" + c.maskID
+	}
+	if c.padRows > 0 {
+		s += fmt.Sprintf(", keypad=[%d %d]", c.padRows, c.k.rows)
 	}
 	if c.rows > 0 {
 		s += fmt.Sprintf(", table=[%d %d], index=%s", c.rows, c.hc, c.indexID)
@@ -293,6 +320,9 @@ func (c *streamCfg) arity() int {
 	if c.fire != nil {
 		n += c.fire.nparams()
 	}
+	if c.padRows > 0 {
+		n++
+	}
 	return n
 }
 
@@ -312,6 +342,9 @@ func (c *streamCfg) inTypes() []hm.Type {
 		for _, s := range c.fire.shapes() {
 			ts = append(ts, floatT(len(s)))
 		}
+	}
+	if c.padRows > 0 {
+		ts = append(ts, floatT(2))
 	}
 	return ts
 }
@@ -462,6 +495,9 @@ func (op *streamAttnOp) DiffWRT(n int) []bool {
 	for i := range r {
 		r[i] = true
 	}
+	if op.padRows > 0 && n > 0 {
+		r[n-1] = false // the KeyPad
+	}
 	return r
 }
 
@@ -484,10 +520,15 @@ func (op *streamAttnOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) 
 		return nil, errors.Errorf("graph: StreamAttention: gradient node has op %v", dq.Op())
 	}
 	parts, terms := op.streamParts()
-	if len(parts) != len(in)-1 {
-		return nil, errors.Errorf("graph: StreamAttention: %d inputs, want %d", len(in), len(parts)+1)
+	pad := min(op.padRows, 1)
+	if len(parts) != len(in)-1-pad {
+		return nil, errors.Errorf("graph: StreamAttention: %d inputs, want %d", len(in), len(parts)+1+pad)
 	}
-	return gradPartNodes(dq, src, parts, terms)
+	res, err := gradPartNodes(dq, src, parts, terms)
+	if pad > 0 {
+		res = append(res, nil) // the KeyPad has no gradient
+	}
+	return res, err
 }
 
 func (op *streamAttnOp) Do(vs ...G.Value) (G.Value, error) {
@@ -531,7 +572,7 @@ func streamInputs[T float](op any, c *streamCfg, vs []G.Value) (streamIn[T], err
 			dst = append(dst, &in.fire[x])
 		}
 	}
-	for i := 0; i < c.arity(); i++ {
+	for i := range shapes {
 		if err := checkShape(op, what[i], vs[i], shapes[i]); err != nil {
 			return in, err
 		}
@@ -541,7 +582,35 @@ func streamInputs[T float](op any, c *streamCfg, vs []G.Value) (streamIn[T], err
 		}
 		*dst[i] = x
 	}
+	if c.padRows > 0 {
+		return in, loadKeyPad[T](op, c, vs[len(shapes)])
+	}
 	return in, nil
+}
+
+// loadKeyPad sets c.keyMask to the key mask of the KeyPad value v
+// [padRows, Tk] of this run: true where v is not 0.
+func loadKeyPad[T float](op any, c *streamCfg, v G.Value) error {
+	tk := c.k.rows
+	if err := checkShape(op, "key pad", v, tensor.Shape{c.padRows, tk}); err != nil {
+		return err
+	}
+	x, err := floats[T](op, v)
+	if err != nil {
+		return err
+	}
+	if cap(c.keyMask) < c.k.b*tk {
+		c.keyMask = make([]bool, c.k.b*tk)
+	}
+	km := c.keyMask[:c.k.b*tk]
+	for b := 0; b < c.k.b; b++ {
+		row := x[b%c.padRows*tk : (b%c.padRows+1)*tk]
+		for j, p := range row {
+			km[b*tk+j] = p != 0
+		}
+	}
+	c.keyMask = km
+	return nil
 }
 
 // firstErr keeps the first error of the tasks of a parallel run.

@@ -104,6 +104,9 @@ func StreamCoPE(q, k, v, emb *G.Node, o StreamOpts, co CoPEOpts) (*G.Node, error
 	if o.Table != nil || o.Index != nil {
 		return nil, errors.Errorf("graph: %s: no table bias (Table, Index) with CoPE", name)
 	}
+	if o.KeyPad != nil {
+		return nil, errors.Errorf("graph: %s: a KeyPad %v: StreamCoPE takes a KeyMask known when the graph is built only", name, o.KeyPad.Shape())
+	}
 	if err := checkFloatNode(name, "emb", emb); err != nil {
 		return nil, err
 	}

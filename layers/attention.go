@@ -238,7 +238,7 @@ func (a *Attention) fwdStream(site *posenc.Site, xq, xkv, mask *G.Node) (*G.Node
 			return nil, errors.WithMessagef(err, "attention %s: stream", name)
 		}
 	}
-	keyMask, err := a.streamKeyMask(mask, site.B, site.TK)
+	keyPad, err := a.streamKeyPad(mask, site.B, site.TK)
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +259,7 @@ func (a *Attention) fwdStream(site *posenc.Site, xq, xkv, mask *G.Node) (*G.Node
 		}
 	}
 	opts := graph.StreamOpts{Heads: h, Scale: 1 / math.Sqrt(float64(dh)), Causal: a.Cfg.Causal,
-		QStart: site.Span.QStart, KStart: site.Span.KStart, KeyMask: keyMask, Table: table, Index: idx, Terms: terms, Probe: a.probe}
+		QStart: site.Span.QStart, KStart: site.Span.KStart, KeyPad: keyPad, Table: table, Index: idx, Terms: terms, Probe: a.probe}
 	if s, ok := a.Cfg.Pos.(posenc.Scaler); ok {
 		opts.Scale = s.Scale(dh)
 	}
@@ -299,11 +299,11 @@ func (a *Attention) projectQKV(xq, xkv *G.Node, split bool) (q, k, v *G.Node, er
 	return q, k, v, nil
 }
 
-// streamKeyMask turns the caller's mask of the streaming path into
-// StreamOpts.KeyMask [B*Tk]: nil stays nil; a mask [B, 1, 1, Tk] (or
-// [1, 1, 1, Tk]) whose value is set (a constant) becomes true where it is
-// non-zero. Any other mask is an error naming its shape.
-func (a *Attention) streamKeyMask(mask *G.Node, b, tk int) ([]bool, error) {
+// streamKeyPad turns the caller's mask of the streaming path into
+// StreamOpts.KeyPad [B, Tk] or [1, Tk], read each time the graph runs (so a
+// mask rebound per batch works): nil stays nil; a mask [B, 1, 1, Tk] or
+// [1, 1, 1, Tk] is reshaped. Any other mask is an error naming its shape.
+func (a *Attention) streamKeyPad(mask *G.Node, b, tk int) (*G.Node, error) {
 	if mask == nil {
 		return nil, nil
 	}
@@ -311,18 +311,8 @@ func (a *Attention) streamKeyMask(mask *G.Node, b, tk int) ([]bool, error) {
 	if ms.Dims() != 4 || (ms[0] != b && ms[0] != 1) || ms[1] != 1 || ms[2] != 1 || ms[3] != tk {
 		return nil, errors.Errorf("attention %s: stream: mask has shape %v; the streaming attention takes only a key-padding mask [%d, 1, 1, %d]", a.Cfg.Name, ms, b, tk)
 	}
-	if mask.Value() == nil {
-		return nil, errors.Errorf("attention %s: stream: key-padding mask %v has no value when the graph is built; the streaming attention needs it as a constant", a.Cfg.Name, ms)
-	}
-	vals := graph.ToFloat64s(mask.Value())
-	if len(vals) != ms[0]*tk {
-		return nil, errors.Errorf("attention %s: stream: key-padding mask %v holds %d values of dtype %v", a.Cfg.Name, ms, len(vals), mask.Dtype())
-	}
-	km := make([]bool, b*tk)
-	for i := range km {
-		km[i] = vals[(i/tk%ms[0])*tk+i%tk] != 0
-	}
-	return km, nil
+	pad, err := graph.Reshape(mask, ms[0], tk) // [B|1, Tk]
+	return pad, errors.Wrapf(err, "attention %s: stream: key-padding mask", a.Cfg.Name)
 }
 
 // project applies the layer's q or k projection to x [N, d].

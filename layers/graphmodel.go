@@ -19,10 +19,9 @@ type GraphConfig struct {
 	// (config key stream) computes every block's attention with
 	// graph.StreamAttention, in tiles of keys without a [B, H, T, T]
 	// tensor; the spatial bias streams as a table lookup with per-example
-	// rows, read from the relations bound through a posenc.Feed. It takes
-	// no padding mask: the streaming attention reads its key mask when the
-	// graph is built, and Fwd's mask is an input rebound per batch, so Fwd
-	// refuses a mask with Stream (pad no graph, or turn Stream off).
+	// rows, read from the relations bound through a posenc.Feed, and
+	// Fwd's padding mask, rebound per batch, is read each time the graph
+	// runs (graph.StreamOpts.KeyPad).
 	Encoder Config
 	// Features is the number of input features per node, Classes the
 	// number of classes.
@@ -208,13 +207,13 @@ func (m *GraphTransformer) MaskValue(valid [][]bool) (*tensor.Dense, error) {
 // an encoding that serves line positions (none). mask is nil (every node
 // real) or a float node [B, N] (1 real node, 0 padding; MaskValue):
 // padding nodes are masked as keys in every block and left out of the
-// per-graph mean; with Encoder.Stream it must be nil. lapPE is the
+// per-graph mean. lapPE is the
 // Laplacian input [B, N, LapK] when LapK > 0 and must be nil otherwise.
 //
 // It returns an error naming the problem for inputs of the wrong shape,
 // more nodes than MaxNodes ("graphs have 70 nodes, the configured maximum
 // is 64"), positions that do not fit N nodes or that the encoding cannot
-// serve, a missing or unexpected lapPE, or a mask with Encoder.Stream.
+// serve, or a missing or unexpected lapPE.
 func (m *GraphTransformer) Fwd(x *G.Node, pos *posenc.Positions, mask, lapPE *G.Node) (*G.Node, error) {
 	const name = "graph transformer"
 	sh := x.Shape()
@@ -239,9 +238,6 @@ func (m *GraphTransformer) Fwd(x *G.Node, pos *posenc.Positions, mask, lapPE *G.
 	if mask != nil {
 		if ms := mask.Shape(); ms.Dims() != 2 || ms[0] != b || ms[1] != n {
 			return nil, errors.Errorf("%s: mask has shape %v, want [%d, %d]", name, ms, b, n)
-		}
-		if m.Cfg.Encoder.Stream {
-			return nil, errors.Errorf("%s: stream: the padding mask [%d, %d] is an input rebound per batch, and the streaming attention takes only a key mask known when the graph is built; pad no graph (mask nil) or turn Stream off", name, b, n)
 		}
 	}
 	switch {

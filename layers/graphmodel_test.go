@@ -112,6 +112,7 @@ type built struct {
 	loss   *G.Node
 	N      int
 	pos    *posenc.Positions // the relations the model was built with
+	mask   *G.Node           // the padding mask input, nil if unmasked
 }
 
 // lapOf is g.lap, or a deterministic stand-in for Laplacian eigenvectors
@@ -230,7 +231,7 @@ func buildWith(cfg layers.GraphConfig, graphs []tgraph, N int, seed int64, maske
 			return nil, err
 		}
 	}
-	return &built{g: g, p: p, m: m, logits: logits, loss: loss, N: N, pos: pos}, nil
+	return &built{g: g, p: p, m: m, logits: logits, loss: loss, N: N, pos: pos, mask: mask}, nil
 }
 
 // run runs the forward pass and returns the logits.

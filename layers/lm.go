@@ -28,8 +28,10 @@ type Config struct {
 	// of keys without a [B, H, T, T] tensor (AttentionConfig.Stream; the
 	// trainer's -stream). It serves the encodings of posenc.StreamBias
 	// (no terms, table biases) and the posenc.StreamTermers (shaw, xl,
-	// deberta: terms per tile) and refuses the others when the model is
-	// built.
+	// deberta: terms per tile) and the posenc.StreamAttenders (cope,
+	// fire), and refuses the others when the model is built. A mask
+	// (Options.Mask) must then be a key-padding mask [B|1, 1, 1, T], read
+	// each time the graph runs (graph.StreamOpts.KeyPad); cope takes none.
 	Stream bool
 }
 

@@ -100,9 +100,10 @@ func runLMProbed(t *testing.T, cfg Config, weights map[string][]float64, data []
 }
 
 // TestStreamErrors: with Stream, an encoding with content-position terms
-// that is not a posenc.StreamTermer (a combination) and a mask that is not a constant key-padding mask [B, 1, 1, Tk] are
-// errors naming the problem; a constant key-padding mask gives the
-// materialised attention's result.
+// that is not a posenc.StreamTermer (a combination) and a mask that is not
+// a key-padding mask [B, 1, 1, Tk] are errors naming the problem; a
+// key-padding mask, rebound between runs, gives the materialised
+// attention's results.
 func TestStreamErrors(t *testing.T) {
 	// Every registered line encoding streams (the harness checks each);
 	// a combination with terms is not a StreamTermer and is refused.
@@ -147,31 +148,43 @@ func TestStreamErrors(t *testing.T) {
 	if _, err := a.Fwd(x, nil, posenc.Span{TQ: tt, TK: tt}, full); err == nil || !strings.Contains(err.Error(), "(2, 1, 4, 4)") {
 		t.Errorf("a full mask with Stream: error %v, want one naming its shape", err)
 	}
-	fed := G.NewTensor(g, tensor.Float64, 4, G.WithShape(b, 1, 1, tt), G.WithName("fed_mask"))
-	if _, err := a.Fwd(x, nil, posenc.Span{TQ: tt, TK: tt}, fed); err == nil || !strings.Contains(err.Error(), "no value") {
-		t.Errorf("a key mask without a value with Stream: error %v, want one saying so", err)
-	}
 
-	keys := []float64{1, 1, 0, 1, 1, 1, 1, 0} // [B, 1, 1, Tk]
-	run := func(stream bool) []float64 {
+	// A key mask is an input read at every run: two masks bound in turn to
+	// one graph give the materialised attention's outputs.
+	keys := [][]float64{{1, 1, 0, 1, 1, 1, 1, 0}, {1, 0, 1, 1, 0, 1, 1, 1}} // [B, 1, 1, Tk]
+	run := func(stream bool) [][]float64 {
 		g, a, x := build(stream)
-		mask := G.NewTensor(g, tensor.Float64, 4, G.WithShape(b, 1, 1, tt), G.WithName("key_mask"),
-			G.WithValue(graph.FromFloat64s(tensor.Float64, tensor.Shape{b, 1, 1, tt}, keys)))
+		value := func(k []float64) *tensor.Dense {
+			return graph.FromFloat64s(tensor.Float64, tensor.Shape{b, 1, 1, tt}, k)
+		}
+		mask := G.NewTensor(g, tensor.Float64, 4, G.WithShape(b, 1, 1, tt), G.WithName("key_mask"), G.WithValue(value(keys[0])))
 		y, err := a.Fwd(x, nil, posenc.Span{TQ: tt, TK: tt}, mask)
 		if err != nil {
 			t.Fatal(err)
 		}
 		m := G.NewTapeMachine(g)
 		defer m.Close()
-		if err := m.RunAll(); err != nil {
-			t.Fatal(err)
+		var out [][]float64
+		for i, k := range keys {
+			if i > 0 {
+				if err := G.Let(mask, value(k)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := m.RunAll(); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, graph.ToFloat64s(y.Value()))
+			m.Reset()
 		}
-		return graph.ToFloat64s(y.Value())
+		return out
 	}
 	ref, got := run(false), run(true)
-	for i := range ref {
-		if d := math.Abs(got[i] - ref[i]); !(d <= 1e-12) {
-			t.Fatalf("key mask: output %d stream %v, materialised %v", i, got[i], ref[i])
+	for r := range ref {
+		for i := range ref[r] {
+			if d := math.Abs(got[r][i] - ref[r][i]); !(d <= 1e-12) {
+				t.Fatalf("key mask %d: output %d stream %v, materialised %v", r, i, got[r][i], ref[r][i])
+			}
 		}
 	}
 }
