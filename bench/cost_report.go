@@ -228,46 +228,106 @@ func (v costView) notes(w io.Writer) {
 }
 
 // targets checks issue #17's targets on the cells: the added peak RSS of
-// evaluation at the largest T under 1 GiB, and Go's time per token at T >=
-// 4096 at most 0.5x PyTorch's where PyTorch ran.
+// evaluation at the largest T under 1 GiB, and, in each mode, Go's time per
+// token at T >= 4096 at most 0.5x PyTorch's where PyTorch ran.
 func (v costView) targets(w io.Writer) {
-	if !slices.Contains(v.modes, "fwd") || len(v.seqs) == 0 {
+	if len(v.seqs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "Targets (issue #17):\n\n")
+	tmax := v.seqs[len(v.seqs)-1]
+	if slices.Contains(v.modes, "fwd") {
+		var under, over, missing []string
+		for _, pos := range v.pos {
+			c := v.res.find(pos, "go", "fwd", tmax)
+			switch {
+			case c == nil || c.Status != cellOK:
+				missing = append(missing, pos)
+			case c.AddedMiB < 1024:
+				under = append(under, pos)
+			default:
+				over = append(over, fmt.Sprintf("%s (%.0f MiB)", pos, c.AddedMiB))
+			}
+		}
+		fmt.Fprintf(w, "- Go evaluation at T = %d, added peak RSS under 1 GiB: %s; above: %s; not measured: %s.\n",
+			tmax, list(under), list(over), list(missing))
+	}
+	for _, mode := range v.modes {
+		var fast, slow []string
+		for _, pos := range v.pos {
+			if worst, ok := v.worstRatio(pos, mode, 4096); !ok {
+				continue
+			} else if worst <= 0.5 {
+				fast = append(fast, fmt.Sprintf("%s (%.2f)", pos, worst))
+			} else {
+				slow = append(slow, fmt.Sprintf("%s (%.2f)", pos, worst))
+			}
+		}
+		if fast != nil || slow != nil {
+			fmt.Fprintf(w, "- %s: Go's time per token at T ≥ 4096 at most 0.5x PyTorch's (worst ratio where PyTorch ran): met by %s; missed by %s.\n",
+				costModeTitle[mode], list(fast), list(slow))
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+// worstRatio is the largest Go/PyTorch time ratio of pos in mode over the
+// lengths T >= minT where both sides ran; ok is false if there is none.
+func (v costView) worstRatio(pos, mode string, minT int) (worst float64, ok bool) {
+	for _, t := range v.seqs {
+		if r, has := v.ratio(pos, mode, t, costMetrics[0]); has && t >= minT {
+			worst, ok = math.Max(worst, r), true
+		}
+	}
+	return worst, ok
+}
+
+// ratio is Go's value of m over PyTorch's for pos in mode at length t, if
+// both cells are ok.
+func (v costView) ratio(pos, mode string, t int, m costMetric) (float64, bool) {
+	g, p := v.res.find(pos, "go", mode, t), v.res.find(pos, "pytorch", mode, t)
+	if g == nil || p == nil || g.Status != cellOK || p.Status != cellOK || !(m.value(p) > 0) {
+		return 0, false
+	}
+	return m.value(g) / m.value(p), true
+}
+
+// summary writes one mode's table of the README: per encoding Go's and
+// PyTorch's time per token at 4096 and their ratio, the ratio at 8192,
+// Go's time and added memory at the largest T, PyTorch's added memory at
+// 8192, and the memory exponents of both sides.
+func (v costView) summary(w io.Writer, mode string) {
+	if len(v.seqs) == 0 {
 		return
 	}
 	tmax := v.seqs[len(v.seqs)-1]
-	var under, over, missing []string
-	for _, pos := range v.pos {
-		c := v.res.find(pos, "go", "fwd", tmax)
+	tm, mem := costMetrics[0], costMetrics[1]
+	fmt.Fprintf(w, "| encoding | Go ms/token, 4096 | PyTorch | Go/PyTorch | Go/PyTorch, 8192 | Go ms/token, %d | Go +MiB, %d | PyTorch +MiB, 8192 | memory exponent, Go / PyTorch |\n", tmax, tmax)
+	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	val := func(pos, side string, t int, m costMetric, format string) string {
+		c := v.res.find(pos, side, mode, t)
 		switch {
-		case c == nil || c.Status != cellOK:
-			missing = append(missing, pos)
-		case c.AddedMiB < 1024:
-			under = append(under, pos)
-		default:
-			over = append(over, fmt.Sprintf("%s (%.0f MiB)", pos, c.AddedMiB))
+		case c == nil:
+			return "-"
+		case c.Status == cellOK:
+			return fmt.Sprintf(format, m.value(c))
+		case side == "pytorch" && c.Status == cellSkipped:
+			return "over the limit (est.)"
 		}
+		return c.Status
 	}
-	fmt.Fprintf(w, "Targets (issue #17):\n\n- Go evaluation at T = %d, added peak RSS under 1 GiB: %s; above: %s; not measured: %s.\n",
-		tmax, list(under), list(over), list(missing))
-	var fast, slow []string
+	rat := func(pos string, t int) string {
+		if r, ok := v.ratio(pos, mode, t, tm); ok {
+			return fmt.Sprintf("%.2f", r)
+		}
+		return "-"
+	}
 	for _, pos := range v.pos {
-		worst := 0.0
-		for _, t := range v.seqs {
-			g, p := v.res.find(pos, "go", "fwd", t), v.res.find(pos, "pytorch", "fwd", t)
-			if t >= 4096 && g != nil && p != nil && g.Status == cellOK && p.Status == cellOK {
-				worst = math.Max(worst, g.MsPerToken/p.MsPerToken)
-			}
-		}
-		switch {
-		case worst == 0:
-		case worst <= 0.5:
-			fast = append(fast, fmt.Sprintf("%s (%.2f)", pos, worst))
-		default:
-			slow = append(slow, fmt.Sprintf("%s (%.2f)", pos, worst))
-		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s / %s |\n", pos,
+			val(pos, "go", 4096, tm, "%.3f"), val(pos, "pytorch", 4096, tm, "%.3f"), rat(pos, 4096), rat(pos, 8192),
+			val(pos, "go", tmax, tm, "%.3f"), val(pos, "go", tmax, mem, "%.0f"), val(pos, "pytorch", 8192, mem, "%.0f"),
+			v.exponent(pos, "go", mode, mem), v.exponent(pos, "pytorch", mode, mem))
 	}
-	fmt.Fprintf(w, "- Go evaluation time per token at T ≥ 4096 at most 0.5x PyTorch's (worst ratio where PyTorch ran): met by %s; missed by %s.\n\n",
-		list(fast), list(slow))
 }
 
 func list(s []string) string {
@@ -300,6 +360,11 @@ func renderCost(r *costResults, dir string, w io.Writer) error {
 	}
 	v.notes(&md)
 	v.targets(&md)
+	for _, mode := range v.modes {
+		fmt.Fprintf(&md, "## Summary, %s (the README's table)\n\n", costModeTitle[mode])
+		v.summary(&md, mode)
+		fmt.Fprintln(&md)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "table.md"), []byte(md.String()), 0o644); err != nil {
 		return err
 	}

@@ -241,3 +241,57 @@ func TestTrainChildLong(t *testing.T) {
 		t.Fatalf("report %s", buf.String())
 	}
 }
+
+// TestCostTargetsAndSummary renders synthetic cells: the targets name the
+// encodings that meet and miss the time target in each mode (the worst
+// ratio at T >= 4096, 512 ignored), and the summary rows carry the cells'
+// values, ratios and the PyTorch cells skipped by the memory estimate.
+func TestCostTargetsAndSummary(t *testing.T) {
+	var cells []*costCell
+	add := func(pos, side, mode string, T int, ms, mib float64) {
+		cells = append(cells, &costCell{Pos: pos, Side: side, Mode: mode, T: T, Status: cellOK, MsPerToken: ms, AddedMiB: mib, Stream: side == "go"})
+	}
+	for _, mode := range []string{"fwd", "train"} {
+		f := map[string]float64{"fwd": 1, "train": 3}[mode]
+		for _, T := range []int{512, 4096, 8192, 16384} {
+			x := float64(T) / 4096
+			add("fast", "go", mode, T, 0.1*f*x, 100*x)
+			add("slow", "go", mode, T, 0.3*f*x, 120*x)
+			if T == 16384 {
+				cells = append(cells, &costCell{Pos: "fast", Side: "pytorch", Mode: mode, T: T, Status: cellSkipped},
+					&costCell{Pos: "slow", Side: "pytorch", Mode: mode, T: T, Status: cellSkipped})
+				continue
+			}
+			py := 0.4 * f * x
+			if T == 512 {
+				py = 0.01 // a ratio of 10 at 512 does not count
+			}
+			add("fast", "pytorch", mode, T, py, 1000*x*x)
+			slowPy := py
+			if mode == "train" && T == 8192 {
+				slowPy = 0.3 * f * x * 1.25 // 0.8
+			}
+			add("slow", "pytorch", mode, T, slowPy, 1000*x*x)
+		}
+	}
+	v := newCostView(&costResults{Cells: cells})
+	var b strings.Builder
+	v.targets(&b)
+	for _, want := range []string{
+		"at T = 16384, added peak RSS under 1 GiB: fast, slow; above: none",
+		"forward pass (no gradient): Go's time per token at T ≥ 4096 at most 0.5x PyTorch's (worst ratio where PyTorch ran): met by fast (0.25); missed by slow (0.75).",
+		"training step (forward, backward, clipping, AdamW): Go's time per token at T ≥ 4096 at most 0.5x PyTorch's (worst ratio where PyTorch ran): met by fast (0.25); missed by slow (0.80).",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("targets:\n%s\nwant a line containing %q", b.String(), want)
+		}
+	}
+	b.Reset()
+	v.summary(&b, "train")
+	if want := "| slow | 0.900 | 1.200 | 0.75 | 0.80 | 3.600 | 480 | 4000 | 1.00 / 2.00 |"; !strings.Contains(b.String(), want) {
+		t.Errorf("summary:\n%s\nwant the row %q", b.String(), want)
+	}
+	if want := "| fast | 0.300 | 1.200 | 0.25 | 0.25 | 1.200 | 400 | 4000 |"; !strings.Contains(b.String(), want) {
+		t.Errorf("summary:\n%s\nwant the row %q", b.String(), want)
+	}
+}
