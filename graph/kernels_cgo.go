@@ -311,12 +311,44 @@ TGT void rpe_col_sums(float *acc, const float *x, long rows, long n) {
 // arithmetic in the same order as the Go loops. Entry (a, j) with table
 // row r = idx[a*n+j] addresses src (gather) or dst (scatter) at
 // a*ldrow + j*ldcol + r*stride + off.
+// A row whose addresses run on by +1 or -1 (a distance index read along
+// its span: Transformer-XL's and DeBERTa's query terms, a table of one
+// column) is added as a vector, reversed for -1; others entry by entry.
 TGT void rpe_gather_add_rows(float *restrict dst, long rows, long n, const long *restrict idx, const float *restrict src, long ldrow, long ldcol, long stride, long off) {
+	static const int rev[8] = {7, 6, 5, 4, 3, 2, 1, 0};
+	const __m256i rv = _mm256_loadu_si256((const __m256i *)rev);
 	for (long a = 0; a < rows; a++) {
 		float *restrict row = dst + a * n;
 		const long *restrict ir = idx + a * n;
 		const float *restrict base = src + a * ldrow + off;
-		if (ldcol == 0) {
+		long a0 = ir[0] * stride, step = 0;
+		if (n >= 8) {
+			step = ldcol + ir[1] * stride - a0;
+			if (step == 1 || step == -1) {
+				for (long j = 2; j < n; j++) {
+					if (j * ldcol + ir[j] * stride != a0 + j * step) {
+						step = 0;
+						break;
+					}
+				}
+			} else {
+				step = 0;
+			}
+		}
+		if (step == 1) {
+			const float *s = base + a0;
+			long j = 0;
+			for (; j + 8 <= n; j += 8) _mm256_storeu_ps(row + j, _mm256_add_ps(_mm256_loadu_ps(row + j), _mm256_loadu_ps(s + j)));
+			for (; j < n; j++) row[j] += s[j];
+		} else if (step == -1) {
+			const float *s = base + a0; // entry j reads s[-j]
+			long j = 0;
+			for (; j + 8 <= n; j += 8) {
+				__m256 v = _mm256_permutevar8x32_ps(_mm256_loadu_ps(s - j - 7), rv);
+				_mm256_storeu_ps(row + j, _mm256_add_ps(_mm256_loadu_ps(row + j), v));
+			}
+			for (; j < n; j++) row[j] += s[-j];
+		} else if (ldcol == 0) {
 			for (long j = 0; j < n; j++) row[j] += base[ir[j] * stride];
 		} else {
 			for (long j = 0; j < n; j++) row[j] += base[j * ldcol + ir[j] * stride];

@@ -438,6 +438,9 @@ func (s streamScratch) add(o streamScratch) streamScratch {
 // (termScratch) and the products grown so far.
 func (t *streamTile[T]) termBuffers() streamScratch {
 	s := streamScratch{Floats: len(t.tp) + len(t.qc) + cap(t.g) + cap(t.w)}
+	for _, p := range t.qprod {
+		s.Floats += cap(p.g) + cap(p.next)
+	}
 	for _, tt := range t.terms {
 		s.Ints += len(tt.idx)
 	}
@@ -664,6 +667,8 @@ type streamTile[T float] struct {
 	tp, qc []T
 	g, w   []T
 	fire   *fireTile // FIRE's bias of the tile, nil without
+	// per (term, head): the query terms' products of the last tile
+	qprod []queryProducts[T]
 }
 
 // newStreamTile returns a thread's tile with the work space of c's tiles.
@@ -678,6 +683,7 @@ func newStreamTile[T float](c *streamCfg, in *streamIn[T]) streamTile[T] {
 			t.terms[x].idx = make([]int, c.tq*c.tk)
 		}
 		t.tp, t.qc = make([]T, c.tq*c.tk), make([]T, c.tq*c.q.cols)
+		t.qprod = make([]queryProducts[T], len(c.terms)*c.q.h)
 	}
 	if c.fire != nil {
 		t.fire = newFireTile(c.fire, c.tq*c.tk)
@@ -737,13 +743,17 @@ func (t *streamTile[T]) scores(h int, pa *headAcc, allowed []int, rowMax []T) {
 	ko := c.k.off(t.b, h) + t.j0*c.k.ld()
 	gemmSerial(false, true, ni, nj, c.q.cols, T(c.scale), in.q[qo:], c.q.ld(), in.k[ko:], c.k.ld(), 0, s, nj)
 	var tp []T
-	if c.hasScoreTerms() {
-		t.scoreTerms(h)
+	switch {
+	case c.hasScoreTerms() && pa != nil: // the probe records the terms apart
 		tp = t.tp[:ni*nj]
+		clear(tp)
+		t.scoreTerms(h, tp, 1)
 		scale := T(c.scale)
 		for x, v := range tp {
 			s[x] += scale * v
 		}
+	case c.hasScoreTerms():
+		t.scoreTerms(h, s, T(c.scale))
 	}
 	col := 0
 	if c.hc > 1 {

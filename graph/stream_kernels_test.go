@@ -68,6 +68,32 @@ func TestStreamKernels(t *testing.T) {
 			}
 		}
 
+		// runs of addresses: up, down, constant rows with a column step
+		// (the vector paths), and an up run broken once (entry by entry)
+		runs := map[string]struct {
+			row func(a, j int) int
+			d   tileAddr
+		}{
+			"up":     {func(a, j int) int { return 2 + a + j }, tileAddr{ldRow: span, stride: 1, off: -1}},
+			"down":   {func(a, j int) int { return n + 5 - j + a }, tileAddr{ldRow: span, stride: 1}},
+			"column": {func(a, j int) int { return 0 }, tileAddr{ldCol: 1, stride: 1, off: 3}},
+			"broken": {func(a, j int) int { return 2 + j + a*(j/5) }, tileAddr{ldRow: span, stride: 1}},
+		}
+		for name, r := range runs {
+			ids := make([]int, rows*n)
+			for e := range ids {
+				ids[e] = r.row(e/n, e%n)
+			}
+			src := randSpecial(rng, rows*span+2*n+8, 1, false)
+			dst := randSpecial(rng, rows*n, 1, false)
+			a, b := append([]float32(nil), dst...), append([]float32(nil), dst...)
+			k32.gatherAddRows(a, n, ids, src, r.d)
+			goKernels32.gatherAddRows(b, n, ids, src, r.d)
+			if i, ok := sameBits(a, b); !ok {
+				t.Fatalf("gatherAddRows %s n=%d: element %d: %s %v, Go %v", name, n, i, Kernels(), a[i], b[i])
+			}
+		}
+
 		src := randSpecial(rng, rows*n, 1, false)
 		fa, fb := make([]float64, span), make([]float64, span)
 		k32.scatterAddF64(fa, idx, src)

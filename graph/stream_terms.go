@@ -164,6 +164,20 @@ type termTile struct {
 	lo, n int
 }
 
+// queryProducts are a query term's products of one head's queries of a
+// block (with the term's QBias) with the table rows lo, ..., lo+n-1 of the
+// last tile, [ni, n], kept for the next tile of the same queries: the key
+// tiles of a block move along the distances, so a tile's span of rows
+// overlaps the previous one's (a distance index: TileQ-1 of its
+// TileQ+TileK-1 rows) and only the new rows need a product.
+type queryProducts[T float] struct {
+	g, next   []T
+	lo, n     int
+	b, i0, i1 int
+	alpha     T
+	valid     bool
+}
+
 // loadTermIndex fills term x's rows of the tile, checks them and sets the
 // span.
 func (t *streamTile[T]) loadTermIndex(x int) error {
@@ -222,29 +236,62 @@ func (t *streamTile[T]) queryRows(x, h int) ([]T, int) {
 	return qc, dh
 }
 
-// scoreTerms sets t.tp [ni, nj] to the sum of the query and key terms of
-// head h (unscaled).
-func (t *streamTile[T]) scoreTerms(h int) {
+// scoreTerms adds alpha times the query and key terms of head h to dst
+// [ni, nj] (the products are computed scaled by alpha, so that the scores
+// take the terms in one pass).
+func (t *streamTile[T]) scoreTerms(h int, dst []T, alpha T) {
 	c := t.c
 	ni, nj := t.i1-t.i0, t.j1-t.j0
-	tp := t.tp[:ni*nj]
-	clear(tp)
 	for x := range c.terms {
 		tc, tt := &c.terms[x], &t.terms[x]
 		idx := tt.idx[:ni*nj]
 		switch tc.kind {
 		case QueryTerm:
-			a, lda := t.queryRows(x, h)
-			g := growT(&t.g, ni*tt.n)
-			gemmSerial(false, true, ni, tt.n, tc.w, 1, a, lda, t.termTab(x, h), tc.cols, 0, g, tt.n)
-			gatherAddRows(tp, nj, idx, g, tileAddr{ldRow: tt.n, stride: 1, off: -tt.lo})
+			g := t.queryProducts(x, h, alpha)
+			gatherAddRows(dst, nj, idx, g, tileAddr{ldRow: tt.n, stride: 1, off: -tt.lo})
 		case KeyTerm:
 			ko := c.k.off(t.b, h) + t.j0*c.k.ld()
 			g := growT(&t.g, nj*tt.n)
-			gemmSerial(false, true, nj, tt.n, tc.w, 1, t.in.k[ko:], c.k.ld(), t.termTab(x, h), tc.cols, 0, g, tt.n)
-			gatherAddRows(tp, nj, idx, g, tileAddr{ldCol: tt.n, stride: 1, off: -tt.lo})
+			gemmSerial(false, true, nj, tt.n, tc.w, alpha, t.in.k[ko:], c.k.ld(), t.termTab(x, h), tc.cols, 0, g, tt.n)
+			gatherAddRows(dst, nj, idx, g, tileAddr{ldCol: tt.n, stride: 1, off: -tt.lo})
 		}
 	}
+}
+
+// queryProducts returns alpha times the products [ni, n] of the tile's
+// queries of head h (with term x's QBias) with term x's table rows lo, ...,
+// lo+n-1 (the tile's span), reusing the rows that the previous tile of the
+// same queries, head and alpha computed (queryProducts) and computing the
+// others.
+func (t *streamTile[T]) queryProducts(x, h int, alpha T) []T {
+	c, tc, tt := t.c, &t.c.terms[x], &t.terms[x]
+	ni, n := t.i1-t.i0, tt.n
+	pc := &t.qprod[x*c.q.h+h]
+	if cap(pc.next) < ni*n {
+		pc.next = make([]T, ni*n)
+	}
+	g := pc.next[:ni*n]
+	ov0, ov1 := max(tt.lo, pc.lo), min(tt.lo+n, pc.lo+pc.n) // rows computed before
+	if !pc.valid || pc.b != t.b || pc.i0 != t.i0 || pc.i1 != t.i1 || pc.alpha != alpha || ov0 >= ov1 {
+		ov0, ov1 = tt.lo, tt.lo
+	}
+	for a := 0; a < ni && ov0 < ov1; a++ {
+		copy(g[a*n+ov0-tt.lo:a*n+ov1-tt.lo], pc.g[a*pc.n+ov0-pc.lo:a*pc.n+ov1-pc.lo])
+	}
+	var q []T
+	var ldq int
+	for _, r := range [2][2]int{{tt.lo, ov0}, {ov1, tt.lo + n}} {
+		if r[0] >= r[1] {
+			continue
+		}
+		if q == nil {
+			q, ldq = t.queryRows(x, h)
+		}
+		gemmSerial(false, true, ni, r[1]-r[0], tc.w, alpha, q, ldq, t.in.tt[x][r[0]*tc.cols+tc.hoff(h):], tc.cols, 0, g[r[0]-tt.lo:], n)
+	}
+	pc.g, pc.next = g, pc.g
+	pc.lo, pc.n, pc.b, pc.i0, pc.i1, pc.alpha, pc.valid = tt.lo, n, t.b, t.i0, t.i1, alpha, true
+	return g
 }
 
 // scatterRows sets W [m, n] (m = ni for by == 0, nj for by == 1) to the sum
