@@ -474,7 +474,7 @@ func TestEvaluateStream(t *testing.T) {
 			eval := func(stream bool) EvalResult {
 				gc := task.gcfg
 				gc.Encoder.Stream = stream
-				res, err := Evaluate(params, gc, r.test, task.batchOptions(), 4)
+				res, err := Evaluate(params, gc, r.ood, task.batchOptions(), 4)
 				if err != nil {
 					t.Fatal(err)
 				}
