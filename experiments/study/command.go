@@ -74,6 +74,8 @@ func (c *Command) Parse(args []string) int {
 		return c.Usage(fmt.Errorf("-steps %d must be positive", c.Steps))
 	case c.SaveEvery < 0:
 		return c.Usage(fmt.Errorf("-save-every %d must not be negative", c.SaveEvery))
+	case c.Job < -1:
+		return c.Usage(fmt.Errorf("-job %d: a job is a number from 0 (see -jobs); omit -job to run the whole study", c.Job))
 	}
 	return -1
 }
@@ -150,7 +152,10 @@ func (c *Command) Execute(preset string, a Actions) int {
 	if c.Job >= len(a.Keys) {
 		return c.Usage(fmt.Errorf("-job %d: the plan has %d jobs (0..%d; see -jobs)", c.Job, len(a.Keys), len(a.Keys)-1))
 	}
-	fmt.Fprintf(c.stdout, "%s, %s preset -> %s (BLAS %s)\n", c.Title, preset, a.Dir, graph.BLASName())
+	if err := CheckOut(a.Dir, c.Render); err != nil {
+		return c.Usage(err)
+	}
+	fmt.Fprintf(c.stdout, "%s, %s preset -> %s (BLAS %s)\n", c.Title, preset, abs(a.Dir), graph.BLASName())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error

@@ -39,6 +39,27 @@ var TrainableEncodings = trainable()
 // trainable returns the trained encodings of posenc in table order.
 func trainable() []string { return posenc.TrainableOn(posenc.PosLine) }
 
+// servesLine reports whether the encoding (or combination) name serves line
+// positions, the positions of a language model (posenc.InfoOf).
+func servesLine(name string) bool {
+	info, ok := posenc.InfoOf(name)
+	return ok && slices.Contains(info.Positions, posenc.PosLine)
+}
+
+// servedKinds names the position kinds the encoding name serves, for an
+// error ("grid positions"); "no positions" if it cannot be built.
+func servedKinds(name string) string {
+	info, ok := posenc.InfoOf(name)
+	if !ok || len(info.Positions) == 0 {
+		return "no positions (it cannot be built: check its parts)"
+	}
+	ks := make([]string, len(info.Positions))
+	for i, k := range info.Positions {
+		ks[i] = fmt.Sprint(k)
+	}
+	return strings.Join(ks, ", ") + " positions"
+}
+
 // Plan is a length-extrapolation study: one model per (encoding, seed),
 // trained with Base, each evaluated at Le = f·L for every factor f with both
 // protocols.
@@ -379,8 +400,11 @@ func (p Plan) Validate(c *trainer.Corpus) error {
 		case slices.Contains(RopeScalings, e):
 			return errors.Errorf("plan: %q is an evaluation-time scaling of rope, not a trained encoding (it is evaluated on the rope model; valid trained encodings: %s)",
 				e, strings.Join(trainable(), ", "))
-		case !slices.Contains(known, e):
+		case !slices.Contains(known, e) && !strings.Contains(e, posenc.CombineSep):
 			return errors.Errorf("plan: unknown encoding %q (valid: %s)", e, strings.Join(trainable(), ", "))
+		case !servesLine(e):
+			return errors.Errorf("plan: encoding %q does not serve a line of text (it serves %s); this study trains language models, on encodings of line positions: %s",
+				e, servedKinds(e), strings.Join(trainable(), ", "))
 		case seen[v.Label()]:
 			return errors.Errorf("plan: encoding %q listed twice", v.Label())
 		}

@@ -255,6 +255,10 @@ func TestVariantJobs(t *testing.T) {
 		{[]string{"t5", "t5@t5-buckets=32", "t5@t5-buckets=032"}, []string{`"t5@t5-buckets=32" listed twice`}},
 		{[]string{"nope@t5-buckets=8"}, []string{`unknown encoding "nope"`}},
 		{[]string{"rope-pi@rope-scale=2"}, []string{"evaluation-time scaling"}},
+		{[]string{"rope-2d"}, []string{`"rope-2d" does not serve a line of text`, "grid", "alibi"}},
+		{[]string{"tree"}, []string{`"tree" does not serve a line of text`}},
+		{[]string{"graphormer-spatial"}, []string{`"graphormer-spatial" does not serve a line of text`}},
+		{[]string{"graphormer-spatial+graphormer-centrality"}, []string{"does not serve a line of text"}},
 		{[]string{"t5@t5-buckets=2"}, []string{"t5@t5-buckets=2-seed1", "buckets"}},
 	} {
 		q := tinyPlan(c.encs...)

@@ -436,7 +436,10 @@ func (r *runner) findWork(m ModelJob) (w modelWork, done int, err error) {
 func (r *runner) runModel(ctx context.Context, tag string, m ModelJob) error {
 	unlock, err := trainer.Lock(r.lockPath(m))
 	if err != nil {
-		return errors.WithMessagef(err, "%s is being trained or evaluated by another process", m.Key())
+		if errors.Is(err, trainer.ErrLocked) {
+			return errors.WithMessagef(err, "%s is being trained or evaluated by another process", m.Key())
+		}
+		return errors.WithMessagef(err, "%s", m.Key())
 	}
 	defer unlock()
 	w, _, err := r.findWork(m)

@@ -91,6 +91,9 @@ func run(args []string) int {
 	if opt.Ckpt == "" {
 		opt.Ckpt = filepath.Join("runs", "train", cfg.Resolved().Model.Pos, "ckpt.safetensors")
 	}
+	if err := trainer.CheckDir(filepath.Dir(opt.Ckpt)); err != nil { // before the corpus is read
+		return usage(fmt.Errorf("-ckpt %s: %v", opt.Ckpt, err))
+	}
 	c, err := trainer.LoadCorpus(*corpus)
 	if err != nil {
 		return usage(err)

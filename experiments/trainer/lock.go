@@ -11,6 +11,11 @@ import (
 	"github.com/pkg/errors"
 )
 
+// ErrLocked is wrapped by the error of Lock when another process (or another
+// Lock call of this process) holds the lock; any other error of Lock is a
+// path that cannot be written (see CheckDir).
+var ErrLocked = errors.New("locked by another run")
+
 // LockPath is the lock file of a checkpoint: path + ".lock".
 func LockPath(ckpt string) string { return ckpt + ".lock" }
 
@@ -31,6 +36,9 @@ func LockPath(ckpt string) string { return ckpt + ".lock" }
 // Run locks LockPath(Ckpt) for the whole run; the study locks its output
 // directory the same way.
 func Lock(path string) (unlock func() error, err error) {
+	if err := CheckDir(filepath.Dir(path)); err != nil {
+		return nil, errors.WithMessagef(err, "cannot create the lock file %s", path)
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, errors.Wrapf(err, "lock %s", path)
 	}
@@ -42,8 +50,8 @@ func Lock(path string) (unlock func() error, err error) {
 		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 			f.Close()
 			if err == syscall.EWOULDBLOCK {
-				return nil, errors.Errorf("%s is locked by another run (%s); wait for it to finish or stop it, or use another output path",
-					path, holder(path))
+				return nil, fmt.Errorf("%s is %w (%s); wait for it to finish or stop it, or use another output path",
+					path, ErrLocked, holder(path))
 			}
 			return nil, errors.Wrapf(err, "lock %s", path)
 		}
@@ -92,4 +100,66 @@ func holder(path string) string {
 		s = s[:300] + "..."
 	}
 	return s
+}
+
+// CheckDir checks that files can be created in the directory dir, and
+// leaves nothing behind: if dir does not exist it is created, a temporary
+// file is created and removed in it, and the directories it created are
+// removed again. Its error says what is wrong with the path: a part of it
+// that is a file, not a directory; a directory that cannot be created or
+// written (permissions, a read-only or virtual file system), with the
+// system's reason. Commands call it before loading data, so a bad output
+// path fails at once.
+func CheckDir(dir string) error {
+	dir = filepath.Clean(dir)
+	// The deepest part of dir that exists must be a directory.
+	p := dir
+	for {
+		st, err := os.Stat(p)
+		if err == nil {
+			if !st.IsDir() {
+				if p == dir {
+					return errors.Errorf("directory %s: it exists and is a file, not a directory", dir)
+				}
+				return errors.Errorf("directory %s cannot be created: %s is a file, not a directory", dir, p)
+			}
+			break
+		}
+		if !os.IsNotExist(err) && !errors.Is(err, syscall.ENOTDIR) {
+			return errors.Errorf("directory %s: %v", dir, unwrapPathError(err))
+		}
+		q := filepath.Dir(p)
+		if q == p {
+			break
+		}
+		p = q
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return errors.Errorf("directory %s cannot be created: %v", dir, unwrapPathError(err))
+	}
+	// Remove the directories made here, deepest first (each is empty).
+	defer func() {
+		for q := dir; q != p && len(q) > len(p); q = filepath.Dir(q) {
+			os.Remove(q)
+		}
+	}()
+	f, err := os.CreateTemp(dir, ".rpe-write-check-*")
+	if err != nil {
+		return errors.Errorf("directory %s is not writable: %v", dir, unwrapPathError(err))
+	}
+	f.Close()
+	if err := os.Remove(f.Name()); err != nil {
+		return errors.Errorf("directory %s: removing a test file: %v", dir, unwrapPathError(err))
+	}
+	return nil
+}
+
+// unwrapPathError returns the system's reason of a *fs.PathError ("permission
+// denied"), without the operation and path that the caller names itself.
+func unwrapPathError(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
