@@ -182,6 +182,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := plan.Validate(c); err != nil {
 		return usage(err)
 	}
+	if n := len(plan.Jobs()); *job >= n {
+		return usage(fmt.Errorf("-job %d: the plan has %d jobs, numbered 0 to %d (list them with -jobs)", *job, n, n-1))
+	}
 	if *listJobs {
 		for i, m := range plan.Jobs() {
 			fmt.Fprintf(stdout, "%d %s\n", i, m.Key())

@@ -1,0 +1,248 @@
+package clitest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// commands are the main packages the corpus runs, by binary name.
+var commands = []string{"train", "checkpoint", "extrapolation", "vision", "graphs", "code", "times", "stability", "bench"}
+
+// bin is the directory of the built commands (TestMain).
+var bin string
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		dir, err := os.MkdirTemp("", "rpe-clitest-bin-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		root, err := moduleRoot()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		pkgs := make([]string, len(commands))
+		for i, c := range commands {
+			pkgs[i] = "./experiments/" + c
+			if c == "bench" {
+				pkgs[i] = "./bench"
+			}
+		}
+		cmd := exec.Command("go", append([]string{"build", "-o", dir + string(os.PathSeparator)}, pkgs...)...)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "building the commands: %v\n%s", err, out)
+			return 1
+		}
+		bin = dir
+		return m.Run()
+	}())
+}
+
+// moduleRoot is the directory of go.mod.
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Dir(strings.TrimSpace(string(out))), nil
+}
+
+// probe is one invocation: cmd args... run in the fixture directory ({dir}
+// in an argument is replaced by it) must exit with status and print each of
+// want on stderr, and change nothing in the fixture directory.
+type probe struct {
+	cmd    string
+	args   []string
+	status int
+	want   []string
+}
+
+// badInputs is the corpus. Each row names the issue point it comes from.
+var badInputs = []probe{
+	// Study commands: a job number below -1 ran the whole study (30.9).
+	{"extrapolation", []string{"-job", "-5"}, 2, []string{"-job -5", "omit -job"}},
+	{"vision", []string{"-job", "-5"}, 2, []string{"-job -5"}},
+	{"graphs", []string{"-job", "-5"}, 2, []string{"-job -5"}},
+	{"code", []string{"-job", "-5"}, 2, []string{"-job -5"}},
+	{"times", []string{"-job", "-5"}, 2, []string{"-job -5"}},
+	{"stability", []string{"-job", "-5"}, 2, []string{"-job -5"}},
+	{"extrapolation", []string{"-job", "99"}, 2, []string{"-job 99", "6 jobs"}},
+	{"graphs", []string{"-job", "99"}, 2, []string{"-job 99", "see -jobs"}},
+	// Encodings the 1-D study cannot train failed at build, leaving a folder (30.6).
+	{"extrapolation", []string{"-encodings", "rope-2d", "-out", "{dir}/ex"}, 2, []string{`"rope-2d" does not serve a line of text`, "grid"}},
+	{"extrapolation", []string{"-encodings", "tree", "-out", "{dir}/ex"}, 2, []string{`"tree" does not serve a line of text`}},
+	{"extrapolation", []string{"-encodings", "graphormer-spatial", "-out", "{dir}/ex"}, 2, []string{`"graphormer-spatial" does not serve a line of text`}},
+	{"extrapolation", []string{"-encodings", "nope", "-out", "{dir}/ex"}, 2, []string{`unknown encoding "nope"`}},
+	{"extrapolation", []string{"-encodings", "rope-pi", "-out", "{dir}/ex"}, 2, []string{"evaluation-time scaling"}},
+	// Output paths checked first, and named for what is wrong (30.6).
+	{"extrapolation", []string{"-out", "{dir}/corpus.txt/sub"}, 2, []string{"-out", "corpus.txt is a file, not a directory"}},
+	{"vision", []string{"-out", "{dir}/corpus.txt/sub"}, 2, []string{"-out", "corpus.txt is a file, not a directory"}},
+	{"graphs", []string{"-out", "{dir}/corpus.txt"}, 2, []string{"-out", "is a file, not a directory"}},
+	{"train", []string{"-corpus", "{dir}/corpus.txt", "-ckpt", "{dir}/corpus.txt/x.ckpt"}, 2, []string{"-ckpt", "corpus.txt: it exists and is a file, not a directory"}},
+	{"train", []string{"-corpus", "{dir}/corpus.txt", "-ckpt", "/proc/rpe-clitest/x.ckpt"}, 2, []string{"-ckpt", "/proc/rpe-clitest cannot be created"}},
+	// -render of a directory that does not exist (30.9).
+	{"extrapolation", []string{"-render", "-out", "{dir}/missing"}, 2, []string{"-render", "missing does not exist"}},
+	{"graphs", []string{"-render", "-out", "{dir}/missing"}, 2, []string{"-render", "missing does not exist"}},
+	{"vision", []string{"-render", "-out", "{dir}/corpus.txt"}, 2, []string{"-render", "is a file"}},
+	// bench: -h exits 0, errors carry one prefix (30.9).
+	{"bench", []string{"-h"}, 0, nil},
+	{"bench", []string{"-cost", "-go-only", "-mem-limit", "0"}, 2, []string{"bench: -mem-limit 0 GiB must be positive"}},
+	{"bench", []string{"-cost", "-go-only", "-modes", "fwd,eval"}, 2, []string{"not a mode"}},
+	{"bench", []string{"-threads", "x"}, 2, []string{"bad thread count"}},
+	// Usage errors that already named their flag (kept as probes).
+	{"train", []string{"-lr", "x"}, 2, []string{"lr"}},
+	{"train", []string{"-pos", "nope"}, 2, []string{`unknown encoding "nope"`}},
+	{"train", []string{"-fresh", "-resume", "{dir}/lm.ckpt"}, 2, []string{"-fresh and -resume"}},
+	{"train", []string{"-corpus", "{dir}/missing.txt", "-ckpt", "{dir}/new.ckpt"}, 2, []string{"missing.txt"}},
+	{"train", []string{"stray"}, 2, []string{"unexpected arguments"}},
+	{"extrapolation", []string{"-preset", "huge"}, 2, []string{`unknown preset "huge"`}},
+	{"extrapolation", []string{"-seeds", "1,a", "-jobs"}, 2, []string{`"a" is not an integer`}},
+	{"extrapolation", []string{"-encodings", "t5@nope=1", "-jobs"}, 2, []string{`unknown option "nope"`}},
+	{"extrapolation", []string{"-fresh", "-render"}, 2, []string{"-fresh deletes"}},
+	{"vision", []string{"-preset", "huge"}, 2, []string{"huge"}},
+	{"graphs", []string{"-seeds", "x"}, 2, []string{`"x" is not an integer`}},
+	{"checkpoint", nil, 2, []string{"usage: checkpoint"}},
+	{"checkpoint", []string{"frob"}, 2, []string{`unknown subcommand "frob"`}},
+	{"checkpoint", []string{"eval"}, 2, []string{"-ckpt is required"}},
+	{"checkpoint", []string{"eval", "-ckpt", "{dir}/lm.ckpt", "-len", "0"}, 2, []string{"-len", "positive"}},
+	{"checkpoint", []string{"eval", "-ckpt", "{dir}/lm.ckpt", "-batch", "0"}, 2, []string{"-batch"}},
+	{"checkpoint", []string{"eval", "-ckpt", "{dir}/missing.ckpt"}, 1, []string{"missing.ckpt"}},
+	{"checkpoint", []string{"info", "-ckpt", "{dir}/corpus.txt"}, 1, []string{"corpus.txt"}},
+	{"checkpoint", []string{"sample", "-ckpt", "{dir}/lm.ckpt", "-len", "-1"}, 2, []string{"-len -1"}},
+	{"checkpoint", []string{"export", "-ckpt", "{dir}/lm.ckpt"}, 2, []string{"-out is required"}},
+}
+
+// TestBadInputs runs the corpus: each invocation exits with its status,
+// names what is wrong, and leaves the fixture directory as it was.
+func TestBadInputs(t *testing.T) {
+	dir := fixture(t)
+	for i, p := range badInputs {
+		args := make([]string, len(p.args))
+		for j, a := range p.args {
+			args[j] = strings.ReplaceAll(a, "{dir}", dir)
+		}
+		name := fmt.Sprintf("%02d %s %s", i, p.cmd, strings.Join(p.args, " "))
+		t.Run(name, func(t *testing.T) {
+			before := snapshot(t, dir)
+			status, stderr := runIn(t, dir, p.cmd, args...)
+			if status != p.status {
+				t.Errorf("exit status %d, want %d; stderr:\n%s", status, p.status, stderr)
+			}
+			for _, w := range p.want {
+				if !strings.Contains(stderr, strings.ReplaceAll(w, "{dir}", dir)) {
+					t.Errorf("stderr does not contain %q:\n%s", w, stderr)
+				}
+			}
+			if d := diffSnapshots(before, snapshot(t, dir)); d != "" {
+				t.Errorf("the invocation changed the fixture directory:\n%s", d)
+			}
+		})
+	}
+	t.Logf("%d probes of bad input", len(badInputs))
+}
+
+// fixture makes the working directory of the probes: corpus.txt (a small
+// text) and lm.ckpt, a tiny language model trained on it for 2 updates.
+func fixture(t *testing.T) string {
+	dir := t.TempDir()
+	var b strings.Builder
+	for i := 0; b.Len() < 24<<10; i++ {
+		fmt.Fprintf(&b, "Line %d: light is refracted by the prism, and the colours are separated by their refrangibility. ", i)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "corpus.txt"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	status, stderr := runIn(t, dir, "train", "-corpus", filepath.Join(dir, "corpus.txt"), "-ckpt", filepath.Join(dir, "lm.ckpt"),
+		"-d-model", "16", "-heads", "2", "-layers", "1", "-ffn", "32", "-seq-len", "16", "-batch", "2", "-steps", "2",
+		"-warmup", "1", "-sample", "0", "-eval-batch", "4", "-pos", "rope")
+	if status != 0 {
+		t.Fatalf("training the fixture checkpoint: exit %d\n%s", status, stderr)
+	}
+	return dir
+}
+
+// runIn runs bin/cmd args in dir and returns its exit status and stderr.
+func runIn(t *testing.T, dir, cmd string, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := exec.CommandContext(ctx, filepath.Join(bin, cmd), args...)
+	c.Dir = dir
+	var stderr bytes.Buffer
+	c.Stdout, c.Stderr = &bytes.Buffer{}, &stderr
+	err := c.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("%s %q did not end within 2 minutes", cmd, args)
+	}
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), stderr.String()
+	}
+	if err != nil {
+		t.Fatalf("%s %q: %v", cmd, args, err)
+	}
+	return 0, stderr.String()
+}
+
+// snapshot describes every file and directory below dir: path, mode, size,
+// modification time and SHA-256 of the contents.
+func snapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		desc := fmt.Sprintf("%v %d %s", info.Mode(), info.Size(), info.ModTime().Format(time.RFC3339Nano))
+		if info.Mode().IsRegular() {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			desc += fmt.Sprintf(" %x", sha256.Sum256(b))
+		}
+		out[rel] = desc
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// diffSnapshots lists what differs between two snapshots ("" if nothing).
+func diffSnapshots(a, b map[string]string) string {
+	var d []string
+	for k, v := range a {
+		if w, ok := b[k]; !ok {
+			d = append(d, "removed "+k)
+		} else if v != w && k != "." {
+			d = append(d, "changed "+k+": "+v+" -> "+w)
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			d = append(d, "created "+k)
+		}
+	}
+	sort.Strings(d)
+	return strings.Join(d, "\n")
+}
