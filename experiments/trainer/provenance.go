@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -32,8 +33,12 @@ var (
 // revision is the one the Go toolchain stamped into the binary
 // (`go build` in a checkout: vcs.revision and vcs.modified), which stays
 // right however the checkout moves while the binary runs; without a stamp
-// (`go run`, `go test`) it is the working directory's HEAD (`git rev-parse
-// HEAD`, `git status --porcelain`).
+// (`go run`, `go test`, or GOFLAGS=-buildvcs=false, as on this project's
+// machines) it is the HEAD of the checkout the source was compiled from
+// (`git -C <source dir> rev-parse HEAD`, `git status --porcelain`; the source
+// directory is the one this file was compiled from, so a command run from
+// any working directory names the project's revision, not that of the
+// directory it runs in).
 func Provenance() ProvenanceInfo {
 	provOnce.Do(func() {
 		var settings []debug.BuildSetting
@@ -66,14 +71,20 @@ func provenanceFrom(settings []debug.BuildSetting, gitRev func() (rev string, di
 	return p
 }
 
-// workingTreeRev is the working directory's HEAD and whether it has
-// uncommitted changes; ok is false outside a checkout or without git.
+// workingTreeRev is the HEAD of the checkout of this source file and whether
+// it has uncommitted changes; ok is false if the source is not in a git
+// checkout (a -trimpath build, a module cache copy) or git is missing.
 func workingTreeRev() (rev string, dirty, ok bool) {
-	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	_, file, _, found := runtime.Caller(0)
+	if !found || !filepath.IsAbs(file) {
+		return "", false, false
+	}
+	dir := filepath.Dir(file)
+	out, err := exec.Command("git", "-C", dir, "rev-parse", "HEAD").Output()
 	if err != nil {
 		return "", false, false
 	}
-	if st, err := exec.Command("git", "status", "--porcelain").Output(); err == nil {
+	if st, err := exec.Command("git", "-C", dir, "status", "--porcelain").Output(); err == nil {
 		dirty = len(strings.TrimSpace(string(st))) > 0
 	}
 	return strings.TrimSpace(string(out)), dirty, true

@@ -1,7 +1,9 @@
 package trainer
 
 import (
+	"os/exec"
 	"runtime/debug"
+	"strings"
 	"testing"
 )
 
@@ -28,5 +30,20 @@ func TestProvenanceFrom(t *testing.T) {
 		if p.GitRev != c.rev || p.Dirty != c.dirty || p.GoVersion == "" || p.BLAS == "" {
 			t.Errorf("%s: %+v, want rev %s dirty %v", c.name, p, c.rev, c.dirty)
 		}
+	}
+}
+
+// TestWorkingTreeRev: without a stamp the revision is that of the checkout
+// the source was compiled from, whatever the working directory (it was
+// "unknown" when a command ran outside the checkout).
+func TestWorkingTreeRev(t *testing.T) {
+	want, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Skipf("not in a git checkout (%v)", err)
+	}
+	t.Chdir(t.TempDir())
+	rev, _, ok := workingTreeRev()
+	if !ok || rev != strings.TrimSpace(string(want)) {
+		t.Errorf("from %s: revision %q (ok %v), want %s", t.TempDir(), rev, ok, want)
 	}
 }
