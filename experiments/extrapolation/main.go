@@ -191,7 +191,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	fmt.Fprintln(stderr, "extrapolation:", trainer.Provenance())
+	fmt.Fprintln(stdout, "extrapolation:", trainer.Provenance()) // the first line of the log, which is stdout
 	if *render {
 		o, err := study.Render(plan, c, opt)
 		if err != nil {
