@@ -307,7 +307,7 @@ func (r *runner) runJob(ctx context.Context, j Job, ckpt, tag string) ([]Row, er
 	} else {
 		row.Val = Num(sum.Val.Value)
 	}
-	ms, err := trainer.ReadMetrics(trainer.MetricsPath(ckpt))
+	ms, err := trainer.ReadCheckpointMetrics(ckpt)
 	if err != nil {
 		return nil, err
 	}

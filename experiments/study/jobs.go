@@ -236,7 +236,7 @@ func (js *Jobs[S, R]) RenderSaved() ([]R, error) {
 // TrainMs is the mean wall time per update (ms) in the engine's metrics
 // log of a checkpoint, 0 if there is none.
 func TrainMs(ckpt string) float64 {
-	ms, err := trainer.ReadMetrics(trainer.MetricsPath(ckpt))
+	ms, err := trainer.ReadCheckpointMetrics(ckpt)
 	if err != nil || len(ms) == 0 {
 		return 0
 	}
@@ -250,7 +250,7 @@ func TrainMs(ckpt string) float64 {
 // LastLoss is the mean training loss (nats) of the last 10 updates in the
 // metrics log of a checkpoint, 0 if there is none.
 func LastLoss(ckpt string) float64 {
-	ms, err := trainer.ReadMetrics(trainer.MetricsPath(ckpt))
+	ms, err := trainer.ReadCheckpointMetrics(ckpt)
 	if err != nil || len(ms) == 0 {
 		return 0
 	}

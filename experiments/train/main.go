@@ -12,10 +12,11 @@
 // Every option of trainer.Config, layers.Config and posenc.Options is a
 // flag (go run ./experiments/train -h lists them grouped); -config starts
 // from a JSON configuration, -dump-config prints the resolved one. The run
-// locks its checkpoint (<ckpt>.lock) and writes <ckpt dir>/metrics.jsonl;
-// with -monitor N also <ckpt dir>/monitor.csv (attention entropy, score
-// extremes, position bias RMS, one-hot fraction per layer and head, the
-// gradient norm before clipping) and its figure monitor.png.
+// locks its checkpoint (<ckpt>.lock) and writes logs named after it
+// (X.safetensors -> X.metrics.jsonl); with -monitor N also X.monitor.csv
+// (attention entropy, score extremes, position bias RMS, one-hot fraction
+// per layer and head, the gradient norm before clipping) and its figure
+// X.monitor.png.
 // Ctrl-C stops before the next update and saves the checkpoint; running the
 // same command again resumes.
 //
@@ -51,7 +52,7 @@ func run(args []string) int {
 	sample := fs.Int("sample", 200, "bytes of sample text to generate at the end (0: none)")
 	prompt := fs.String("prompt", "Light ", "prompt of the sample")
 	temp := fs.Float64("temp", 0.8, "sampling temperature (<= 0: greedy)")
-	monitor := fs.Int("monitor", 0, "record attention statistics per layer and head every N updates to <ckpt dir>/monitor.csv and draw monitor.png (0: off)")
+	monitor := fs.Int("monitor", 0, "record attention statistics per layer and head every N updates to <ckpt stem>.monitor.csv and draw <ckpt stem>.monitor.png (0: off)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
