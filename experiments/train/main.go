@@ -17,8 +17,14 @@
 // (attention entropy, score extremes, position bias RMS, one-hot fraction
 // per layer and head, the gradient norm before clipping) and its figure
 // X.monitor.png.
-// Ctrl-C stops before the next update and saves the checkpoint; running the
-// same command again resumes.
+// Ctrl-C stops before the next update and saves the checkpoint; running
+// the same command again resumes, and so does "go run ./experiments/train
+// -ckpt X" alone: a resumed run takes its configuration and corpus from the
+// checkpoint (trainer.ResumeConfig). Flags given on resume may change only
+// what resuming allows (trainer.ResumeRules.Allowed: -steps, the
+// learning-rate schedule, the optimizer settings, -clip-norm, -eval-every,
+// -eval-batch, -stream); another flag whose value differs from the
+// checkpoint's is an error naming both values.
 //
 // Bad flags, a configuration that cannot fit in memory and an unusable
 // corpus exit with status 2; a failed or interrupted run with status 1.
@@ -69,6 +75,37 @@ func run(args []string) int {
 	if !cf.Explicit("max-len") {
 		cfg.Model.PosOpts.MaxLen = cfg.SeqLen // a learned table covers the training length
 	}
+	opt := trainer.RunOptions{
+		Ckpt: *ckpt, Resume: *resume, Fresh: *fresh, SaveEvery: *saveEvery,
+		SampleLen: *sample, Prompt: *prompt, Temperature: *temp,
+		Progress: os.Stderr, Log: os.Stdout, MonitorEvery: *monitor,
+	}
+	if err := opt.Check(); err != nil {
+		return usage(err)
+	}
+	if opt.Ckpt == "" {
+		opt.Ckpt = filepath.Join("runs", "train", cfg.Resolved().Model.Pos, "ckpt.safetensors")
+	}
+	// Resuming takes the configuration (and the corpus) from the
+	// checkpoint; explicit flags may change only what resuming allows.
+	from := *resume
+	if from == "" && !*fresh {
+		if _, err := os.Stat(opt.Ckpt); err == nil {
+			from = opt.Ckpt
+		}
+	}
+	if from != "" {
+		ck, err := trainer.LoadCheckpoint(from)
+		if err != nil {
+			return usage(fmt.Errorf("resuming: %v (start over with -fresh, or choose another -ckpt)", err))
+		}
+		if cfg, err = trainer.ResumeConfig(ck.Config, cfg, cf.Explicit); err != nil {
+			return usage(fmt.Errorf("resuming %s: %v", from, err))
+		}
+		if *corpus == "" && ck.CorpusPath != "" {
+			*corpus = ck.CorpusPath
+		}
+	}
 	if cf.Dump() {
 		if err := trainer.DumpJSON(os.Stdout, cfg); err != nil {
 			return usage(err)
@@ -80,17 +117,6 @@ func run(args []string) int {
 	}
 	if err := trainer.CheckMemory(cfg, 0); err != nil {
 		return usage(err)
-	}
-	opt := trainer.RunOptions{
-		Ckpt: *ckpt, Resume: *resume, Fresh: *fresh, SaveEvery: *saveEvery,
-		SampleLen: *sample, Prompt: *prompt, Temperature: *temp,
-		Progress: os.Stderr, Log: os.Stdout, MonitorEvery: *monitor,
-	}
-	if err := opt.Check(); err != nil {
-		return usage(err)
-	}
-	if opt.Ckpt == "" {
-		opt.Ckpt = filepath.Join("runs", "train", cfg.Resolved().Model.Pos, "ckpt.safetensors")
 	}
 	c, err := trainer.LoadCorpus(*corpus)
 	if err != nil {
