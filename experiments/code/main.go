@@ -57,7 +57,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return c.Usage(err)
 	}
 	jobs, _ := p.Jobs()
-	opt := codestudy.Options{Dir: c.Out, Src: *src, Fresh: c.Fresh, Progress: stderr, Log: stdout, SaveEvery: c.SaveEvery}
+	opt := codestudy.Options{Dir: c.Out, Src: *src, Fresh: c.Fresh, Redo: c.Redo, Progress: stderr, Log: stdout, SaveEvery: c.SaveEvery}
 	if opt.Dir == "" {
 		opt.Dir = codestudy.DefaultDir(p.Preset)
 	}

@@ -60,7 +60,7 @@
 //
 // Under the output directory (DefaultDir: runs/code/<preset>):
 //
-//	models/<label>-seed<s>/ckpt.safetensors  training checkpoint (+ metrics.jsonl)
+//	models/<label>-seed<s>/ckpt.safetensors  training checkpoint (+ ckpt.metrics.jsonl)
 //	results/<label>-seed<s>.json             the rows of one model, with the spec they were computed under
 //	results.csv, results.json                all rows (one per model x length)
 //	table.md                                 bits per byte tables, training table, corpus and skipped files

@@ -32,7 +32,7 @@
 //
 // Under the output directory (DefaultDir: runs/graphs/<preset>):
 //
-//	models/<label>-seed<s>/ckpt.safetensors  training checkpoint (+ metrics.jsonl)
+//	models/<label>-seed<s>/ckpt.safetensors  training checkpoint (+ ckpt.metrics.jsonl)
 //	results/<label>-seed<s>.json             the rows of one model, with the spec they were computed under
 //	results.csv, results.json                all rows (one per model x test set)
 //	table.md                                 accuracy and speed tables

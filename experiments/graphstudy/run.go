@@ -20,6 +20,9 @@ type Options struct {
 	Dir string
 	// Fresh retrains and re-evaluates every model, ignoring saved work.
 	Fresh bool
+	// Redo lists the encodings (job labels) retrained and re-evaluated,
+	// the others being reused (study.Jobs.Redo).
+	Redo []string
 	// Progress receives progress bars, Log messages (nil: discarded).
 	Progress, Log io.Writer
 	// SaveEvery saves checkpoints every SaveEvery updates (default 100).
@@ -151,7 +154,9 @@ func (r *runner) jobs() (*study.Jobs[spec, Row], []Job, error) {
 		cfg, lapK, err := r.plan.Config(j)
 		return r.spec(cfg, lapK), err
 	}
-	return study.NewJobs("graphs", r.opt.Dir, r.opt.Fresh, r.logw, jobs, spec, sameSpec, r.runJob, r.render), jobs, nil
+	js := study.NewJobs("graphs", r.opt.Dir, r.opt.Fresh, r.logw, jobs, spec, sameSpec, r.runJob, r.render)
+	js.Redo = r.opt.Redo
+	return js, jobs, nil
 }
 
 // Run trains and evaluates every model of the plan that has no saved rows

@@ -72,7 +72,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return c.Usage(err)
 	}
 	jobs, _ := p.Jobs()
-	opt := stabilitystudy.Options{Dir: c.Out, Fresh: c.Fresh, Progress: stderr, Log: stdout}
+	opt := stabilitystudy.Options{Dir: c.Out, Fresh: c.Fresh, Redo: c.Redo, Progress: stderr, Log: stdout}
 	if opt.Dir == "" {
 		opt.Dir = stabilitystudy.DefaultDir(p.Preset)
 	}

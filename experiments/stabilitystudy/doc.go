@@ -85,7 +85,7 @@
 //
 // Under the output directory (DefaultDir: runs/stability/<preset>):
 //
-//	models/<key>/ckpt.safetensors     checkpoint (+ metrics.jsonl, monitor.csv)
+//	models/<key>/ckpt.safetensors     checkpoint (+ ckpt.metrics.jsonl, ckpt.monitor.csv)
 //	results/<key>.json                the run's row, with its loss and grad-norm curves
 //	results.csv, results.json         every row (without curves); the effects
 //	table.md                          which remedies matter, the effects, the full grid

@@ -26,7 +26,7 @@ func nonFinite(err error) (step int, why string, ok bool) {
 }
 
 // monitorPath is the monitor log of a checkpoint.
-func monitorPath(ckpt string) string { return trainer.MonitorPath(ckpt) }
+func monitorPath(ckpt string) string { return trainer.FindMonitorPath(ckpt) }
 
 // monitorSummary sets the monitor figures of r from the monitor log of
 // ckpt (NaN without one): the smallest EntropyMin, the largest |score|

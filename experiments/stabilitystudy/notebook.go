@@ -63,7 +63,7 @@ func MonitorRun(ctx context.Context, cfg trainer.Config, dir string, every int) 
 	} else {
 		outcome = fmt.Sprintf("%d updates, validation %.4f bits/byte", sum.Steps, sum.Val.Value)
 	}
-	recs, err := trainer.ReadMonitor(trainer.MonitorPath(ckpt))
+	recs, err := trainer.ReadMonitor(trainer.FindMonitorPath(ckpt))
 	if err != nil {
 		return nil, "", err
 	}

@@ -23,6 +23,9 @@ type Options struct {
 	Corpus *trainer.Corpus
 	// Fresh retrains every run, ignoring saved work.
 	Fresh bool
+	// Redo lists the encodings (job labels) retrained and re-evaluated,
+	// the others being reused (study.Jobs.Redo).
+	Redo []string
 	// Progress receives progress bars, Log messages (nil: discarded).
 	Progress, Log io.Writer
 }
@@ -235,7 +238,9 @@ func (r *runner) jobs() (*study.Jobs[spec, Row], []Job, error) {
 		cfg, err := r.plan.Config(j)
 		return spec{Config: cfg.Resolved(), Corpus: r.corpus.Hash(), MonitorEvery: r.plan.MonitorEvery}, err
 	}
-	return study.NewJobs("stability", r.opt.Dir, r.opt.Fresh, r.logw, jobs, sp, sameSpec, r.runJob, r.render), jobs, nil
+	js := study.NewJobs("stability", r.opt.Dir, r.opt.Fresh, r.logw, jobs, sp, sameSpec, r.runJob, r.render)
+	js.Redo = r.opt.Redo
+	return js, jobs, nil
 }
 
 // open returns the runner of a plan and its jobs.
@@ -307,7 +312,7 @@ func (r *runner) runJob(ctx context.Context, j Job, ckpt, tag string) ([]Row, er
 	} else {
 		row.Val = Num(sum.Val.Value)
 	}
-	ms, err := trainer.ReadMetrics(trainer.MetricsPath(ckpt))
+	ms, err := trainer.ReadCheckpointMetrics(ckpt)
 	if err != nil {
 		return nil, err
 	}

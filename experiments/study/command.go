@@ -32,14 +32,17 @@ type Command struct {
 	Preset, Encodings, Seeds, Out string
 	Steps, Job, SaveEvery         int
 	Fresh, Render, ListJobs       bool
+	// Redo is -redo ENC[,ENC]: the encodings (job labels) whose models
+	// are trained and evaluated again, the others being reused.
+	Redo []string
 
 	stdout, stderr io.Writer
 }
 
 // NewCommand registers the common flags: -preset (one of presets, default
 // the first), -encodings (encHelp describes them), -seeds, -steps, -out
-// (default shown as defaultDir), -fresh, -render, -jobs, -job and
-// -save-every.
+// (default shown as defaultDir), -fresh, -render, -jobs, -job,
+// -save-every and -redo.
 func NewCommand(name, title string, presets []string, encHelp, defaultDir string, stdout, stderr io.Writer) *Command {
 	c := &Command{Name: name, Title: title, FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), stdout: stdout, stderr: stderr}
 	fs := c.FlagSet
@@ -54,6 +57,15 @@ func NewCommand(name, title string, presets []string, encHelp, defaultDir string
 	fs.BoolVar(&c.ListJobs, "jobs", false, "list the models of the plan (number and key) and exit")
 	fs.IntVar(&c.Job, "job", -1, "train and evaluate model N only (see -jobs), without rendering")
 	fs.IntVar(&c.SaveEvery, "save-every", 100, "save a checkpoint every N updates")
+	fs.Func("redo", "comma-separated encodings (as in the tables) whose models are retrained and re-evaluated; the others are reused", func(s string) error {
+		for _, e := range strings.Split(s, ",") {
+			if e = strings.TrimSpace(e); e == "" {
+				return fmt.Errorf("empty encoding in %q", s)
+			}
+			c.Redo = append(c.Redo, e)
+		}
+		return nil
+	})
 	return c
 }
 

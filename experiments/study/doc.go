@@ -70,4 +70,14 @@
 // re-renders. Saved work is reused only if its configuration, corpus and
 // evaluation text match the plan's; otherwise Run reports the mismatch
 // before doing anything.
+//
+// train.json records the SHA-256 of the checkpoint of its step. A
+// checkpoint to resume or evaluate that fails to load (trainer's CRC,
+// truncation) or, for a finished model, no longer has that SHA-256 is
+// reported, moved to ckpt.safetensors.bad, and its model trained again.
+// Jobs (the vision, graph, code, time and stability studies) does the same
+// with the SHA-256 recorded in results/<key>.json (a checkpoint removed
+// after its rows were saved leaves them valid), and Jobs.Redo
+// (the -redo ENC[,ENC] flag of Command) reruns only the jobs of those
+// labels, refusing a name that labels none.
 package study

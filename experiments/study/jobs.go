@@ -3,11 +3,16 @@ package study
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/pkg/errors"
 
@@ -40,6 +45,14 @@ type Jobs[S, R any] struct {
 	Keys []string
 	// Fresh runs every job again, ignoring saved rows.
 	Fresh bool
+	// Redo lists the labels (Label) whose jobs run again from scratch:
+	// their saved rows are ignored and their checkpoints removed; the
+	// other jobs are reused as usual. A name that labels no job is an
+	// error (CheckRedo).
+	Redo []string
+	// Label is the label of job i that Redo names (nil: its key without
+	// the trailing "-seed<s>").
+	Label func(i int) string
 	// Log receives one line per job event (nil: discarded).
 	Log io.Writer
 	// Spec returns what job i's saved rows must agree on to be reused.
@@ -57,11 +70,88 @@ type Jobs[S, R any] struct {
 	Render func(rows []R, pending []string) error
 }
 
-// JobFile is the content of results/<key>.json.
+// JobFile is the content of results/<key>.json. CkptSHA256 is the
+// SHA-256 of the job's checkpoint when its rows were written ("" if the job
+// wrote none, and in files of earlier versions): the rows count as done
+// only while the checkpoint still has it.
 type JobFile[S, R any] struct {
-	Spec S   `json:"spec"`
-	Rows []R `json:"rows"`
+	Spec       S      `json:"spec"`
+	Rows       []R    `json:"rows"`
+	CkptSHA256 string `json:"ckpt_sha256,omitempty"`
 }
+
+// fileSHA256 is the hex SHA-256 of a file.
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", errors.Wrapf(err, "reading %s", path)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// VerifyCkpt returns nil if the checkpoint at path loads (its CRC, tensors
+// and metadata check) and, when sum is not "", has SHA-256 sum; else an
+// error naming the file and what is wrong.
+func VerifyCkpt(path, sum string) error {
+	if sum != "" {
+		got, err := fileSHA256(path)
+		if err != nil {
+			return errors.Wrapf(err, "checkpoint %s", path)
+		}
+		if got != sum {
+			return errors.Errorf("checkpoint %s: SHA-256 %s, but %s when its rows were saved (cut short or changed)", path, got, sum)
+		}
+	}
+	if _, err := trainer.LoadCheckpoint(path); err != nil {
+		return errors.WithMessagef(err, "checkpoint %s", path)
+	}
+	return nil
+}
+
+// label is the label of job i (Label, or the key without "-seed<s>").
+func (js *Jobs[S, R]) label(i int) string {
+	if js.Label != nil {
+		return js.Label(i)
+	}
+	k := js.Keys[i]
+	if j := strings.LastIndex(k, "-seed"); j > 0 {
+		if _, err := strconv.Atoi(k[j+len("-seed"):]); err == nil {
+			return k[:j]
+		}
+	}
+	return k
+}
+
+// CheckRedo returns an error naming the entries of Redo that label no job
+// (and listing the labels), or nil.
+func (js *Jobs[S, R]) CheckRedo() error {
+	known := map[string]bool{}
+	var labels []string
+	for i := range js.Keys {
+		if l := js.label(i); !known[l] {
+			known[l] = true
+			labels = append(labels, l)
+		}
+	}
+	var bad []string
+	for _, r := range js.Redo {
+		if !known[r] {
+			bad = append(bad, r)
+		}
+	}
+	if len(bad) > 0 {
+		return errors.Errorf("%s: -redo %s: no such encoding in the plan (it has %s)", js.Name, strings.Join(bad, ","), strings.Join(labels, ", "))
+	}
+	return nil
+}
+
+// redo reports whether job i is to run again (Redo names its label).
+func (js *Jobs[S, R]) redo(i int) bool { return slices.Contains(js.Redo, js.label(i)) }
 
 // JSONEqual reports whether a and b marshal to the same JSON.
 func JSONEqual(a, b any) bool {
@@ -112,6 +202,14 @@ func (js *Jobs[S, R]) saved(i int, now S) (rows []R, ok bool, why string, err er
 	if !js.same(jf.Spec, now) {
 		return nil, false, "saved rows are of another configuration", nil
 	}
+	// A checkpoint removed after its rows were saved (to render from the
+	// rows alone, or to save space) leaves the rows valid; one that is
+	// present must be the one they came from, intact.
+	if _, err := os.Stat(js.CkptPath(i)); err == nil {
+		if err := VerifyCkpt(js.CkptPath(i), jf.CkptSHA256); err != nil {
+			return nil, false, err.Error(), nil
+		}
+	}
 	return jf.Rows, true, "", nil
 }
 
@@ -120,6 +218,9 @@ func (js *Jobs[S, R]) saved(i int, now S) (rows []R, ok bool, why string, err er
 // cancelled ctx stops the running job after its checkpoint is saved (the
 // error wraps trainer.ErrInterrupted); the jobs done so far keep their rows.
 func (js *Jobs[S, R]) Run(ctx context.Context) (rows []R, ran, reused int, err error) {
+	if err := js.CheckRedo(); err != nil {
+		return nil, 0, 0, err
+	}
 	for i := range js.Keys {
 		done, err := js.run(ctx, i, fmt.Sprintf("[%d/%d]", i+1, len(js.Keys)))
 		if err != nil {
@@ -138,6 +239,9 @@ func (js *Jobs[S, R]) Run(ctx context.Context) (rows []R, ran, reused int, err e
 // RunJob runs job n (0-based, in plan order) unless its rows are saved,
 // without rendering. n outside the plan is an error naming the range.
 func (js *Jobs[S, R]) RunJob(ctx context.Context, n int) error {
+	if err := js.CheckRedo(); err != nil {
+		return err
+	}
 	if n < 0 || n >= len(js.Keys) {
 		return errors.Errorf("%s: job %d does not exist (the plan has %d jobs, 0..%d)", js.Name, n, len(js.Keys), len(js.Keys)-1)
 	}
@@ -155,7 +259,8 @@ func (js *Jobs[S, R]) run(ctx context.Context, i int, tag string) (reused bool, 
 	if err != nil {
 		return false, err
 	}
-	if !js.Fresh {
+	redo := js.redo(i)
+	if !js.Fresh && !redo {
 		_, ok, why, err := js.saved(i, now)
 		if err != nil {
 			return false, err
@@ -179,11 +284,34 @@ func (js *Jobs[S, R]) run(ctx context.Context, i int, tag string) (reused bool, 
 			err = uerr
 		}
 	}()
+	ck := js.CkptPath(i)
+	if _, serr := os.Stat(ck); serr == nil && !js.Fresh {
+		if redo {
+			js.logf("%s %s: -redo: removing %s and training again\n", tag, js.Keys[i], ck)
+			if err := os.Remove(ck); err != nil {
+				return false, err
+			}
+		} else if verr := VerifyCkpt(ck, ""); verr != nil {
+			// A damaged checkpoint cannot be resumed: set it aside and
+			// train this job again.
+			bad := ck + ".bad"
+			js.logf("%s %s: %v; moved to %s, training again\n", tag, js.Keys[i], verr, bad)
+			if err := os.Rename(ck, bad); err != nil {
+				return false, err
+			}
+		}
+	}
 	rows, err := js.Do(ctx, i, tag)
 	if err != nil {
 		return false, err
 	}
-	b, err := json.MarshalIndent(JobFile[S, R]{Spec: now, Rows: rows}, "", " ")
+	jf := JobFile[S, R]{Spec: now, Rows: rows}
+	if _, serr := os.Stat(ck); serr == nil {
+		if jf.CkptSHA256, err = fileSHA256(ck); err != nil {
+			return false, err
+		}
+	}
+	b, err := json.MarshalIndent(jf, "", " ")
 	if err != nil {
 		return false, err
 	}
@@ -236,7 +364,7 @@ func (js *Jobs[S, R]) RenderSaved() ([]R, error) {
 // TrainMs is the mean wall time per update (ms) in the engine's metrics
 // log of a checkpoint, 0 if there is none.
 func TrainMs(ckpt string) float64 {
-	ms, err := trainer.ReadMetrics(trainer.MetricsPath(ckpt))
+	ms, err := trainer.ReadCheckpointMetrics(ckpt)
 	if err != nil || len(ms) == 0 {
 		return 0
 	}
@@ -250,7 +378,7 @@ func TrainMs(ckpt string) float64 {
 // LastLoss is the mean training loss (nats) of the last 10 updates in the
 // metrics log of a checkpoint, 0 if there is none.
 func LastLoss(ckpt string) float64 {
-	ms, err := trainer.ReadMetrics(trainer.MetricsPath(ckpt))
+	ms, err := trainer.ReadCheckpointMetrics(ckpt)
 	if err != nil || len(ms) == 0 {
 		return 0
 	}

@@ -145,6 +145,9 @@ type trainState struct {
 	// LastLosses are the training losses of the last (up to 10) updates.
 	LastLosses []float64 `json:"last_losses"`
 	GitRev     string    `json:"git_rev"`
+	// CkptSHA256 is the SHA-256 of the checkpoint of Step ("" in files of
+	// earlier versions); a finished model's checkpoint must still have it.
+	CkptSHA256 string `json:"ckpt_sha256,omitempty"`
 }
 
 // evalSpec identifies an evaluation job.
@@ -420,9 +423,26 @@ func (r *runner) findWork(m ModelJob) (w modelWork, done int, err error) {
 		return w, 0, err
 	}
 	w.train = w.state == nil || !w.state.Done
-	if !w.train && len(w.pending) > 0 {
-		if _, err := os.Stat(r.ckptPath(m)); err != nil {
-			r.logf("%s: checkpoint missing, training again\n", m.Key())
+	ck := r.ckptPath(m)
+	_, serr := os.Stat(ck)
+	if !w.train && len(w.pending) > 0 && serr != nil {
+		r.logf("%s: checkpoint missing, training again\n", m.Key())
+		w.state, w.train = nil, true
+	}
+	if serr == nil && (w.train || len(w.pending) > 0) {
+		// A checkpoint to resume or to evaluate must be intact: a
+		// finished model's the one recorded in train.json (a running one
+		// may be ahead of train.json, so only its CRC is checked).
+		sum := ""
+		if w.state != nil && w.state.Done {
+			sum = w.state.CkptSHA256
+		}
+		if verr := VerifyCkpt(ck, sum); verr != nil {
+			bad := ck + ".bad"
+			r.logf("%s: %v; moved to %s, training again\n", m.Key(), verr, bad)
+			if err := os.Rename(ck, bad); err != nil {
+				return w, 0, err
+			}
 			w.state, w.train = nil, true
 		}
 	}
@@ -527,6 +547,10 @@ func (r *runner) train(ctx context.Context, tag string, m ModelJob, st *trainSta
 	tokens := float64(m.Cfg.Batch * m.Cfg.SeqLen)
 	writeState := func(step int) error {
 		st.Step, st.Done, st.GitRev = step, step >= m.Cfg.Steps, r.opt.GitRev
+		var err error
+		if st.CkptSHA256, err = fileSHA256(ck); err != nil {
+			return err
+		}
 		return writeJSON(r.statePath(m), st)
 	}
 	opt := trainer.RunOptions{

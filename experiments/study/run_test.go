@@ -1,6 +1,7 @@
 package study
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -529,5 +530,66 @@ func TestCells(t *testing.T) {
 	}
 	if c := cells[[2]string{"alibi", "16"}]; c.N != 2 || c.Mean != 1 || len(cells) != 3 {
 		t.Errorf("alibi at 16: %+v (%d cells), want mean 1 over 2 and 3 cells", c, len(cells))
+	}
+}
+
+// TestRunDamagedCheckpoint: a model checkpoint cut short, of a model in
+// training or of a finished one with evaluations pending, is reported, set
+// aside and that model alone trained again, with the numbers of an
+// undamaged study; the others are not retrained.
+func TestRunDamagedCheckpoint(t *testing.T) {
+	p := tinyPlan("none", "alibi")
+	refDir := t.TempDir()
+	ref, err := run(t, p, refDir, newCounter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := func(path string) {
+		t.Helper()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, b[:len(b)/2], 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A finished model whose evaluation is pending.
+	cut(filepath.Join(refDir, "models", "none-seed1", "ckpt.safetensors"))
+	if err := os.Remove(filepath.Join(refDir, "results", "none-seed1.json")); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	c := newCounter()
+	o, err := Run(context.Background(), p, tinyCorpus(t), Options{Dir: refDir, GitRev: "test", Hooks: c.hooks(), Log: &log})
+	if err != nil {
+		t.Fatalf("%v\nlog:\n%s", err, log.String())
+	}
+	if !slices.Equal(c.starts["none-seed1"], []int{0}) || len(c.starts) != 1 || !strings.Contains(log.String(), "ckpt.safetensors.bad") {
+		t.Fatalf("trainings %v; log:\n%s", c.starts, log.String())
+	}
+	if a, b := scores(ref.Rows), scores(o.Rows); !mapsEqual(a, b) {
+		t.Errorf("retrained study differs:\n%v\n%v", a, b)
+	}
+
+	// A model interrupted in training, its checkpoint then cut short.
+	dir := t.TempDir()
+	c = newCounter()
+	c.stopAt["alibi-seed1"] = 3
+	if _, err := run(t, p, dir, c); !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("error %v, want ErrInterrupted", err)
+	}
+	cut(filepath.Join(dir, "models", "alibi-seed1", "ckpt.safetensors"))
+	c = newCounter()
+	o, err = run(t, p, dir, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.starts["alibi-seed1"], []int{0}) || len(c.starts) != 1 {
+		t.Fatalf("trainings %v, want alibi from 0 only", c.starts)
+	}
+	if a, b := scores(ref.Rows), scores(o.Rows); !mapsEqual(a, b) {
+		t.Errorf("retrained study differs:\n%v\n%v", a, b)
 	}
 }

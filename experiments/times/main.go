@@ -55,7 +55,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return c.Usage(err)
 	}
 	jobs, _ := p.Jobs()
-	opt := timestudy.Options{Dir: c.Out, Fresh: c.Fresh, Progress: stderr, Log: stdout, SaveEvery: c.SaveEvery}
+	opt := timestudy.Options{Dir: c.Out, Fresh: c.Fresh, Redo: c.Redo, Progress: stderr, Log: stdout, SaveEvery: c.SaveEvery}
 	if opt.Dir == "" {
 		opt.Dir = timestudy.DefaultDir(p.Preset)
 	}

@@ -20,6 +20,9 @@ type Options struct {
 	Dir string
 	// Fresh retrains and re-evaluates every model, ignoring saved work.
 	Fresh bool
+	// Redo lists the encodings (job labels) retrained and re-evaluated,
+	// the others being reused (study.Jobs.Redo).
+	Redo []string
 	// Progress receives progress bars, Log messages (nil: discarded).
 	Progress, Log io.Writer
 	// SaveEvery saves checkpoints every SaveEvery updates (default 100).
@@ -142,7 +145,9 @@ func (r *runner) jobs() (*study.Jobs[spec, Row], []Job, error) {
 		cfg, err := r.plan.Config(j)
 		return r.spec(cfg, j.Time), err
 	}
-	return study.NewJobs("times", r.opt.Dir, r.opt.Fresh, r.logw, jobs, spec, sameSpec, r.runJob, r.render), jobs, nil
+	js := study.NewJobs("times", r.opt.Dir, r.opt.Fresh, r.logw, jobs, spec, sameSpec, r.runJob, r.render)
+	js.Redo = r.opt.Redo
+	return js, jobs, nil
 }
 
 // open returns the runner of a plan and its jobs.

@@ -12,12 +12,19 @@
 // Every option of trainer.Config, layers.Config and posenc.Options is a
 // flag (go run ./experiments/train -h lists them grouped); -config starts
 // from a JSON configuration, -dump-config prints the resolved one. The run
-// locks its checkpoint (<ckpt>.lock) and writes <ckpt dir>/metrics.jsonl;
-// with -monitor N also <ckpt dir>/monitor.csv (attention entropy, score
-// extremes, position bias RMS, one-hot fraction per layer and head, the
-// gradient norm before clipping) and its figure monitor.png.
-// Ctrl-C stops before the next update and saves the checkpoint; running the
-// same command again resumes.
+// locks its checkpoint (<ckpt>.lock) and writes logs named after it
+// (X.safetensors -> X.metrics.jsonl); with -monitor N also X.monitor.csv
+// (attention entropy, score extremes, position bias RMS, one-hot fraction
+// per layer and head, the gradient norm before clipping) and its figure
+// X.monitor.png.
+// Ctrl-C stops before the next update and saves the checkpoint; running
+// the same command again resumes, and so does "go run ./experiments/train
+// -ckpt X" alone: a resumed run takes its configuration and corpus from the
+// checkpoint (trainer.ResumeConfig). Flags given on resume may change only
+// what resuming allows (trainer.ResumeRules.Allowed: -steps, the
+// learning-rate schedule, the optimizer settings, -clip-norm, -eval-every,
+// -eval-batch, -stream); another flag whose value differs from the
+// checkpoint's is an error naming both values.
 //
 // Bad flags, a configuration that cannot fit in memory and an unusable
 // corpus exit with status 2; a failed or interrupted run with status 1.
@@ -51,7 +58,7 @@ func run(args []string) int {
 	sample := fs.Int("sample", 200, "bytes of sample text to generate at the end (0: none)")
 	prompt := fs.String("prompt", "Light ", "prompt of the sample")
 	temp := fs.Float64("temp", 0.8, "sampling temperature (<= 0: greedy)")
-	monitor := fs.Int("monitor", 0, "record attention statistics per layer and head every N updates to <ckpt dir>/monitor.csv and draw monitor.png (0: off)")
+	monitor := fs.Int("monitor", 0, "record attention statistics per layer and head every N updates to <ckpt stem>.monitor.csv and draw <ckpt stem>.monitor.png (0: off)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -68,6 +75,40 @@ func run(args []string) int {
 	if !cf.Explicit("max-len") {
 		cfg.Model.PosOpts.MaxLen = cfg.SeqLen // a learned table covers the training length
 	}
+	opt := trainer.RunOptions{
+		Ckpt: *ckpt, Resume: *resume, Fresh: *fresh, SaveEvery: *saveEvery,
+		SampleLen: *sample, Prompt: *prompt, Temperature: *temp,
+		Progress: os.Stderr, Log: os.Stdout, MonitorEvery: *monitor,
+	}
+	if err := opt.Check(); err != nil {
+		return usage(err)
+	}
+	if opt.Ckpt == "" {
+		opt.Ckpt = filepath.Join("runs", "train", cfg.Resolved().Model.Pos, "ckpt.safetensors")
+	}
+	if a, err := filepath.Abs(opt.Ckpt); err == nil {
+		opt.Ckpt = a // the paths printed name the file wherever the reader stands
+	}
+	// Resuming takes the configuration (and the corpus) from the
+	// checkpoint; explicit flags may change only what resuming allows.
+	from := *resume
+	if from == "" && !*fresh {
+		if _, err := os.Stat(opt.Ckpt); err == nil {
+			from = opt.Ckpt
+		}
+	}
+	if from != "" {
+		ck, err := trainer.LoadCheckpoint(from)
+		if err != nil {
+			return usage(fmt.Errorf("resuming: %v (start over with -fresh, or choose another -ckpt)", err))
+		}
+		if cfg, err = trainer.ResumeConfig(ck.Config, cfg, cf.Explicit); err != nil {
+			return usage(fmt.Errorf("resuming %s: %v", from, err))
+		}
+		if *corpus == "" && ck.CorpusPath != "" {
+			*corpus = ck.CorpusPath
+		}
+	}
 	if cf.Dump() {
 		if err := trainer.DumpJSON(os.Stdout, cfg); err != nil {
 			return usage(err)
@@ -79,17 +120,6 @@ func run(args []string) int {
 	}
 	if err := trainer.CheckMemory(cfg, 0); err != nil {
 		return usage(err)
-	}
-	opt := trainer.RunOptions{
-		Ckpt: *ckpt, Resume: *resume, Fresh: *fresh, SaveEvery: *saveEvery,
-		SampleLen: *sample, Prompt: *prompt, Temperature: *temp,
-		Progress: os.Stderr, Log: os.Stdout, MonitorEvery: *monitor,
-	}
-	if err := opt.Check(); err != nil {
-		return usage(err)
-	}
-	if opt.Ckpt == "" {
-		opt.Ckpt = filepath.Join("runs", "train", cfg.Resolved().Model.Pos, "ckpt.safetensors")
 	}
 	if err := trainer.CheckDir(filepath.Dir(opt.Ckpt)); err != nil { // before the corpus is read
 		return usage(fmt.Errorf("-ckpt %s: %v", opt.Ckpt, err))

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/rpe-go/rpe/experiments/trainer"
 )
 
 // TestExitCodes: bad usage and configurations that cannot fit exit 2
@@ -43,5 +45,51 @@ func TestExitCodes(t *testing.T) {
 	}
 	if got := run(append(append([]string(nil), tiny...), "-steps", "2")); got != 0 {
 		t.Errorf("tiny run: exit %d", got)
+	}
+}
+
+// TestResumeTakesCheckpointConfig: resuming needs only -ckpt (and what it
+// changes): the configuration and the corpus come from the checkpoint, an
+// explicit flag equal to the checkpoint's value or allowed on resume is
+// accepted, and a conflicting one exits 2 without training.
+func TestResumeTakesCheckpointConfig(t *testing.T) {
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "ck.safetensors")
+	corpus := filepath.Join(dir, "c.txt")
+	text := make([]byte, 4000)
+	for i := range text {
+		text[i] = "abcdefgh ij\n"[i%12]
+	}
+	os.WriteFile(corpus, text, 0o644)
+	if got := run([]string{"-d", "16", "-heads", "2", "-layers", "1", "-ffn", "32", "-batch", "2", "-seq", "16", "-eval-batch", "4",
+		"-pos", "t5", "-dtype", "float64", "-warmup", "1", "-sample", "0", "-corpus", corpus, "-ckpt", ck, "-steps", "2"}); got != 0 {
+		t.Fatalf("first run: exit %d", got)
+	}
+	step := func() int {
+		t.Helper()
+		c, err := trainer.LoadCheckpoint(ck)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Step
+	}
+	for _, c := range []struct {
+		args []string
+		want int
+		step int
+	}{
+		{[]string{"-steps", "3"}, 0, 3},
+		{[]string{"-steps", "4", "-lr", "1e-3", "-d", "16", "-pos", "t5"}, 0, 4},
+		{[]string{"-steps", "5", "-d-model", "64"}, 2, 4},
+		{[]string{"-steps", "5", "-pos", "rope"}, 2, 4},
+		{[]string{"-steps", "5", "-seed", "7"}, 2, 4},
+	} {
+		args := append([]string{"-ckpt", ck, "-sample", "0"}, c.args...)
+		if got := run(args); got != c.want {
+			t.Errorf("train %q: exit %d, want %d", args, got, c.want)
+		}
+		if s := step(); s != c.step {
+			t.Errorf("train %q: checkpoint at step %d, want %d", args, s, c.step)
+		}
 	}
 }

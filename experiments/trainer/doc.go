@@ -114,8 +114,10 @@
 // says the result was computed but not saved), treats a non-finite
 // validation as an error, prints losses in bits per byte, shows progress as
 // a bar on a terminal and as a plain line every PlainInterval otherwise
-// (NewProgress), and writes one JSON line per update to
-// <checkpoint dir>/metrics.jsonl (Metric: step, loss in bits (bits/byte for
+// (NewProgress), and writes one JSON line per update to the checkpoint's
+// own log MetricsPath(ckpt) (X.safetensors -> X.metrics.jsonl; runs before
+// this wrote <checkpoint dir>/metrics.jsonl, which FindMetricsPath and
+// ReadCheckpointMetrics still read and a first resume copies) (Metric: step, loss in bits (bits/byte for
 // the language model), learning rate, gradient norm before clipping,
 // timings, the validation where measured: val_bpb for bits/byte, else val
 // and val_name), dropping lines after the step it resumes from, so an
@@ -130,8 +132,10 @@
 // RMS of the position bias or terms, the fraction of nearly one-hot
 // queries (graph.HeadStats, measured inside the fused attention op by each
 // layer's graph.AttentionProbe), with the update's gradient norm before
-// clipping and its loss. They go to <checkpoint dir>/monitor.csv
-// (ReadMonitor; resumption drops the records of later steps) and to
+// clipping and its loss. They go to MonitorPath(ckpt) (X.monitor.csv;
+// formerly <checkpoint dir>/monitor.csv, still read by FindMonitorPath)
+// (ReadMonitor; resumption drops the records of later steps, with or
+// without the monitor) and to
 // RunOptions.OnMonitor; MonitorPNG and WriteMonitorPNG draw them, one row
 // per figure, one column per layer, one line per head. The task must
 // implement Prober (LMTask does). Off (0), no probe is armed: training is

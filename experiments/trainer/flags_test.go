@@ -110,3 +110,45 @@ func TestConfigFile(t *testing.T) {
 	_, _, err = parseFlags(t, "-config", filepath.Join(dir, "none.json"))
 	wantErr(t, err, "none.json")
 }
+
+// TestResumeConfig: a resumed run takes the checkpoint's configuration;
+// explicit flags change only what resuming allows, and a conflicting one
+// is an error naming both values; flags not given keep the checkpoint's
+// values, not the defaults.
+func TestResumeConfig(t *testing.T) {
+	ck := tinyConfig().Resolved()
+	ck.Model.DModel, ck.Steps, ck.LR = 128, 6, 2e-3
+	parse := func(args ...string) (Config, *ConfigFlags) {
+		t.Helper()
+		cfg := DefaultConfig()
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		cf := BindFlags(fs, &cfg)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		c, err := cf.Resolve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, cf
+	}
+	cfg, cf := parse("-steps", "10", "-lr", "1e-3", "-d", "128", "-stream")
+	got, err := ResumeConfig(ck, cfg, cf.Explicit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ck
+	want.Steps, want.LR, want.Model.Stream = 10, 1e-3, true
+	if err := got.Mismatch(want); err != nil || len(got.Changes(want)) != 0 || got.Batch != ck.Batch || got.Dtype != ck.Dtype {
+		t.Fatalf("resumed config %+v (%v, changes %v), want %+v", got, err, got.Changes(want), want)
+	}
+	cfg, cf = parse("-d-model", "64", "-batch", "2", "-seed", "3")
+	_, err = ResumeConfig(ck, cfg, cf.Explicit)
+	wantErr(t, err, "-d-model 64 conflicts with the checkpoint's d-model=128", "-seed 3 conflicts with the checkpoint's seed=1", "-fresh")
+	if strings.Contains(err.Error(), "-batch") {
+		t.Fatalf("-batch 2 equals the checkpoint's and is no conflict: %v", err)
+	}
+	cfg, cf = parse("-dtype", "float32")
+	_, err = ResumeConfig(ck, cfg, cf.Explicit)
+	wantErr(t, err, "-dtype float32 conflicts with the checkpoint's dtype=float64")
+}

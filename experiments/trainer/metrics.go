@@ -7,16 +7,51 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/pkg/errors"
 )
 
-// MetricsFile is the name of the per-step metrics log Run writes next to
-// its checkpoint.
+// MetricsFile is the name of the per-step metrics log of the runs before
+// logs were named after their checkpoint: <dir of ckpt>/metrics.jsonl,
+// shared by every checkpoint of the directory. It is still read
+// (FindMetricsPath) and, on the first resume of such a run, copied into
+// MetricsPath.
 const MetricsFile = "metrics.jsonl"
 
-// MetricsPath is the metrics log of a checkpoint: <dir of ckpt>/metrics.jsonl.
-func MetricsPath(ckpt string) string { return filepath.Join(filepath.Dir(ckpt), MetricsFile) }
+// MetricsSuffix ends the name of a checkpoint's metrics log.
+const MetricsSuffix = ".metrics.jsonl"
+
+// logBase is a checkpoint path without its extension: the stem of its logs
+// (runs/x/ckpt.safetensors -> runs/x/ckpt).
+func logBase(ckpt string) string { return strings.TrimSuffix(ckpt, filepath.Ext(ckpt)) }
+
+// MetricsPath is the metrics log of a checkpoint, named after it:
+// X.safetensors (or X.ckpt, or X) -> X.metrics.jsonl, so that two runs in
+// one directory keep separate logs.
+func MetricsPath(ckpt string) string { return logBase(ckpt) + MetricsSuffix }
+
+// LegacyMetricsPath is where runs before per-checkpoint logs wrote the
+// metrics of ckpt: <dir of ckpt>/metrics.jsonl.
+func LegacyMetricsPath(ckpt string) string { return filepath.Join(filepath.Dir(ckpt), MetricsFile) }
+
+// FindMetricsPath is the metrics log to read for ckpt: MetricsPath if it
+// exists, else LegacyMetricsPath if that exists, else MetricsPath.
+func FindMetricsPath(ckpt string) string { return findLog(MetricsPath(ckpt), LegacyMetricsPath(ckpt)) }
+
+// findLog returns path if it exists, else legacy if it exists, else path.
+func findLog(path, legacy string) string {
+	if _, err := os.Stat(path); err != nil && os.IsNotExist(err) {
+		if _, err := os.Stat(legacy); err == nil {
+			return legacy
+		}
+	}
+	return path
+}
+
+// ReadCheckpointMetrics reads the metrics log of a checkpoint
+// (FindMetricsPath).
+func ReadCheckpointMetrics(ckpt string) ([]Metric, error) { return ReadMetrics(FindMetricsPath(ckpt)) }
 
 // Metric is one line of metrics.jsonl: one per update. Losses are in bits
 // (nats / ln 2; bits per byte for the language model). ValBPB is set on the
@@ -81,14 +116,25 @@ type metricsLog struct {
 	w *bufio.Writer
 }
 
-// openMetrics opens the log at path for a run starting at step from: lines
-// of steps after from (left by a run killed after its last checkpoint, or
-// by the run a -fresh start replaces) are removed, then new lines are
-// appended. The file is 0644.
-func openMetrics(path string, from int) (*metricsLog, error) {
-	old, err := ReadMetrics(path)
+// openMetrics opens the log of checkpoint ckpt (MetricsPath) for a run
+// starting at step from: lines of steps after from (left by a run killed
+// after its last checkpoint, or by the run a -fresh start replaces) are
+// removed, then new lines are appended. A run resumed (from > 0) whose log
+// is still the directory's legacy metrics.jsonl starts its own from the
+// legacy lines up to from (the legacy file is left as it is). The file is
+// 0644.
+func openMetrics(ckpt string, from int) (*metricsLog, error) {
+	path := MetricsPath(ckpt)
+	src := path
+	if from > 0 {
+		src = FindMetricsPath(ckpt)
+	}
+	old, err := ReadMetrics(src)
 	if err != nil && !os.IsNotExist(errors.Cause(err)) {
 		return nil, err
+	}
+	if src != path && err == nil {
+		err = errors.New("migrating the legacy log") // force the rewrite below
 	}
 	var keep []Metric
 	for _, m := range old {

@@ -21,7 +21,7 @@ func TestMetricsLog(t *testing.T) {
 	cfg.Steps, cfg.EvalEvery = 6, 2
 	read := func(dir string) []Metric {
 		t.Helper()
-		ms, err := ReadMetrics(filepath.Join(dir, MetricsFile))
+		ms, err := ReadMetrics(MetricsPath(filepath.Join(dir, "ck.safetensors")))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,7 +40,7 @@ func TestMetricsLog(t *testing.T) {
 		*want[5].ValBPB != s.Val.BitsPerByte || want[2].LossBPB*0.6931471805599453 != s.Losses[2] || want[3].LR == 0 || want[3].GradNorm == 0 {
 		t.Fatalf("metrics %+v", want)
 	}
-	if st, _ := os.Stat(filepath.Join(a, MetricsFile)); st.Mode().Perm() != 0o644 {
+	if st, _ := os.Stat(MetricsPath(filepath.Join(a, "ck.safetensors"))); st.Mode().Perm() != 0o644 {
 		t.Errorf("metrics mode %v", st.Mode().Perm())
 	}
 
@@ -57,7 +57,7 @@ func TestMetricsLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Lines past the checkpoint, as a run killed after it would leave.
-	f, _ := os.OpenFile(filepath.Join(b, MetricsFile), os.O_APPEND|os.O_WRONLY, 0)
+	f, _ := os.OpenFile(MetricsPath(ck), os.O_APPEND|os.O_WRONLY, 0)
 	f.WriteString(`{"step":4,"loss_bpb":9}` + "\n" + `{"step":5,"loss`)
 	f.Close()
 	if _, err := Run(context.Background(), cfg, tinyCorpus(t), RunOptions{Ckpt: ck}); err != nil {

@@ -18,12 +18,29 @@ import (
 	"github.com/rpe-go/rpe/graph"
 )
 
-// MonitorFile is the name of the attention monitor's log RunTask writes
-// next to its checkpoint when RunOptions.MonitorEvery > 0.
+// MonitorFile is the name of the attention monitor's log of the runs
+// before logs were named after their checkpoint: <dir of ckpt>/monitor.csv.
+// It is still read (FindMonitorPath) and, on the first resume of such a
+// run, copied into MonitorPath.
 const MonitorFile = "monitor.csv"
 
-// MonitorPath is the monitor log of a checkpoint: <dir of ckpt>/monitor.csv.
-func MonitorPath(ckpt string) string { return filepath.Join(filepath.Dir(ckpt), MonitorFile) }
+// MonitorSuffix ends the name of a checkpoint's monitor log.
+const MonitorSuffix = ".monitor.csv"
+
+// MonitorPath is the monitor log of a checkpoint, named after it:
+// X.safetensors (or X.ckpt, or X) -> X.monitor.csv.
+func MonitorPath(ckpt string) string { return logBase(ckpt) + MonitorSuffix }
+
+// LegacyMonitorPath is where runs before per-checkpoint logs wrote the
+// monitor records of ckpt: <dir of ckpt>/monitor.csv.
+func LegacyMonitorPath(ckpt string) string { return filepath.Join(filepath.Dir(ckpt), MonitorFile) }
+
+// FindMonitorPath is the monitor log to read for ckpt: MonitorPath if it
+// exists, else LegacyMonitorPath if that exists, else MonitorPath.
+func FindMonitorPath(ckpt string) string { return findLog(MonitorPath(ckpt), LegacyMonitorPath(ckpt)) }
+
+// MonitorPNGPath is the monitor figure of a checkpoint: X.monitor.png.
+func MonitorPNGPath(ckpt string) string { return logBase(ckpt) + ".monitor.png" }
 
 // Prober is implemented by a Task whose model exposes one attention probe
 // per layer (layers.LM.Probes); RunTask needs it to monitor attention.
@@ -152,7 +169,30 @@ func newMonitor(every int, task Task, ckpt string, from int, on func([]MonitorRe
 		return m, nil
 	}
 	path := MonitorPath(ckpt)
-	old, err := ReadMonitor(path)
+	keep, err := keptMonitor(ckpt, from)
+	if err != nil {
+		return nil, err
+	}
+	err = writeMonitor(path, keep)
+	if err != nil {
+		return nil, err
+	}
+	if m.f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+		return nil, errors.Wrapf(err, "monitor %s", path)
+	}
+	m.w = csv.NewWriter(bufio.NewWriter(m.f))
+	return m, nil
+}
+
+// keptMonitor reads the monitor records of ckpt up to step from: from
+// MonitorPath, or for a resumed run (from > 0) without one from the legacy
+// monitor.csv of its directory.
+func keptMonitor(ckpt string, from int) ([]MonitorRecord, error) {
+	src := MonitorPath(ckpt)
+	if from > 0 {
+		src = FindMonitorPath(ckpt)
+	}
+	old, err := ReadMonitor(src)
 	if err != nil && !os.IsNotExist(errors.Cause(err)) {
 		return nil, err
 	}
@@ -162,7 +202,31 @@ func newMonitor(every int, task Task, ckpt string, from int, on func([]MonitorRe
 			keep = append(keep, r)
 		}
 	}
-	err = writeAtomic(path, func(w io.Writer) error {
+	return keep, nil
+}
+
+// truncateMonitor drops, from an existing monitor log of ckpt, the records
+// of steps after from (a run resumed without the monitor); without a log
+// it does nothing.
+func truncateMonitor(ckpt string, from int) error {
+	path := MonitorPath(ckpt)
+	old, err := ReadMonitor(path)
+	if err != nil {
+		if os.IsNotExist(errors.Cause(err)) {
+			return nil
+		}
+		return err
+	}
+	keep, _ := keptMonitor(ckpt, from)
+	if len(keep) == len(old) {
+		return nil
+	}
+	return writeMonitor(path, keep)
+}
+
+// writeMonitor writes a monitor log of records recs atomically.
+func writeMonitor(path string, keep []MonitorRecord) error {
+	return writeAtomic(path, func(w io.Writer) error {
 		cw := csv.NewWriter(w)
 		cw.Write(monitorHeader)
 		for _, r := range keep {
@@ -171,14 +235,6 @@ func newMonitor(every int, task Task, ckpt string, from int, on func([]MonitorRe
 		cw.Flush()
 		return cw.Error()
 	}, "monitor")
-	if err != nil {
-		return nil, err
-	}
-	if m.f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
-		return nil, errors.Wrapf(err, "monitor %s", path)
-	}
-	m.w = csv.NewWriter(bufio.NewWriter(m.f))
-	return m, nil
 }
 
 // arm arms the probes if the update after step completed updates is
@@ -299,17 +355,19 @@ func MonitorPNG(recs []MonitorRecord, title string) ([]byte, error) {
 	return viz.LineGrid(panels, titles, layers, viz.LineOptions{Title: title, XLabel: "update", Width: 420 * max(layers, 2)})
 }
 
-// WriteMonitorPNG reads MonitorPath(ckpt) and writes its figure
-// (MonitorPNG) next to it as monitor.png, returning the path.
+// WriteMonitorPNG reads the monitor log of ckpt (FindMonitorPath) and
+// writes its figure (MonitorPNG) as MonitorPNGPath(ckpt), returning the
+// path.
 func WriteMonitorPNG(ckpt, title string) (string, error) {
-	recs, err := ReadMonitor(MonitorPath(ckpt))
+	src := FindMonitorPath(ckpt)
+	recs, err := ReadMonitor(src)
 	if err != nil {
 		return "", err
 	}
 	png, err := MonitorPNG(recs, title)
 	if err != nil {
-		return "", errors.WithMessagef(err, "monitor %s", MonitorPath(ckpt))
+		return "", errors.WithMessagef(err, "monitor %s", src)
 	}
-	out := filepath.Join(filepath.Dir(ckpt), "monitor.png")
+	out := MonitorPNGPath(ckpt)
 	return out, writeAtomic(out, func(w io.Writer) error { _, err := w.Write(png); return err }, "monitor plot")
 }

@@ -288,7 +288,7 @@ func RunTask(ctx context.Context, cfg Config, task Task, opt RunOptions) (sum *S
 
 	var mlog *metricsLog
 	if opt.Ckpt != "" {
-		if mlog, err = openMetrics(MetricsPath(opt.Ckpt), t.Step()); err != nil {
+		if mlog, err = openMetrics(opt.Ckpt, t.Step()); err != nil {
 			return nil, err
 		}
 		defer mlog.close()
@@ -296,6 +296,13 @@ func RunTask(ctx context.Context, cfg Config, task Task, opt RunOptions) (sum *S
 	mon, err := newMonitor(opt.MonitorEvery, task, opt.Ckpt, t.Step(), opt.OnMonitor)
 	if err != nil {
 		return nil, err
+	}
+	if mon == nil && opt.Ckpt != "" {
+		// A run without the monitor still drops the records a killed
+		// monitored run left after the step it resumes from.
+		if err := truncateMonitor(opt.Ckpt, t.Step()); err != nil {
+			return nil, err
+		}
 	}
 	defer mon.close()
 	if opt.OnStart != nil {

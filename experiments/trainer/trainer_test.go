@@ -119,8 +119,8 @@ func TestNaNStops(t *testing.T) {
 	if err != nil || ck.Step != 2 {
 		t.Fatalf("checkpoint step %v, err %v", ck, err)
 	}
-	if ents, _ := os.ReadDir(dir); len(ents) != 2 || ents[1].Name() != MetricsFile {
-		t.Errorf("files in the checkpoint directory: %v (want the checkpoint and %s)", ents, MetricsFile)
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 || filepath.Join(dir, ents[0].Name()) != MetricsPath(path) {
+		t.Errorf("files in the checkpoint directory: %v (want the checkpoint and %s)", ents, MetricsPath(path))
 	}
 
 	// A NaN gradient with a finite loss is caught too, and nothing moves.

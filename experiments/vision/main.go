@@ -62,7 +62,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return c.Usage(err)
 	}
 	jobs, _ := p.Jobs()
-	opt := visionstudy.Options{Dir: c.Out, MNIST: *mnist, Fresh: c.Fresh, Progress: stderr, Log: stdout, SaveEvery: c.SaveEvery}
+	opt := visionstudy.Options{Dir: c.Out, MNIST: *mnist, Fresh: c.Fresh, Redo: c.Redo, Progress: stderr, Log: stdout, SaveEvery: c.SaveEvery}
 	if opt.Dir == "" {
 		opt.Dir = visionstudy.DefaultDir(p.Preset)
 	}

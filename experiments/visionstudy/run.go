@@ -26,6 +26,9 @@ type Options struct {
 	MNIST string
 	// Fresh deletes nothing but retrains and re-evaluates every model.
 	Fresh bool
+	// Redo lists the encodings (job labels) retrained and re-evaluated,
+	// the others being reused (study.Jobs.Redo).
+	Redo []string
 	// Progress receives progress bars, Log messages (nil: discarded).
 	Progress, Log io.Writer
 	// SaveEvery saves checkpoints every SaveEvery updates (default 100).
@@ -156,7 +159,9 @@ func (r *runner) jobs() (*study.Jobs[spec, Row], []Job, error) {
 		cfg, err := r.plan.Config(j)
 		return r.spec(cfg), err
 	}
-	return study.NewJobs("vision", r.opt.Dir, r.opt.Fresh, r.logw, jobs, spec, sameSpec, r.runJob, r.render), jobs, nil
+	js := study.NewJobs("vision", r.opt.Dir, r.opt.Fresh, r.logw, jobs, spec, sameSpec, r.runJob, r.render)
+	js.Redo = r.opt.Redo
+	return js, jobs, nil
 }
 
 // Run trains and evaluates every model of the plan that has no saved rows
