@@ -103,6 +103,13 @@ var badInputs = []probe{
 	{"bench", []string{"-cost", "-go-only", "-mem-limit", "0"}, 2, []string{"bench: -mem-limit 0 GiB must be positive"}},
 	{"bench", []string{"-cost", "-go-only", "-modes", "fwd,eval"}, 2, []string{"not a mode"}},
 	{"bench", []string{"-threads", "x"}, 2, []string{"bad thread count"}},
+	// Resuming keeps the checkpoint's model; a conflicting flag names both values (30.8).
+	{"train", []string{"-ckpt", "{dir}/lm.ckpt", "-d-model", "64"}, 2, []string{"-d-model 64 conflicts with the checkpoint's d-model=16"}},
+	{"train", []string{"-ckpt", "{dir}/lm.ckpt", "-pos", "alibi"}, 2, []string{"-pos alibi conflicts with the checkpoint's pos=rope"}},
+	{"train", []string{"-resume", "{dir}/corpus.txt", "-ckpt", "{dir}/new.ckpt"}, 2, []string{"corpus.txt"}},
+	// -redo names only encodings of the plan (30.7).
+	{"graphs", []string{"-redo", "nope"}, 2, []string{"-redo", "nope"}},
+	{"vision", []string{"-redo", "rope,nope"}, 2, []string{"-redo", "nope"}},
 	// Usage errors that already named their flag (kept as probes).
 	{"train", []string{"-lr", "x"}, 2, []string{"lr"}},
 	{"train", []string{"-pos", "nope"}, 2, []string{`unknown encoding "nope"`}},

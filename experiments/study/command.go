@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -167,6 +168,9 @@ func (c *Command) Execute(preset string, a Actions) int {
 	if err := CheckOut(a.Dir, c.Render); err != nil {
 		return c.Usage(err)
 	}
+	if err := c.checkRedo(a.Keys); err != nil {
+		return c.Usage(err)
+	}
 	fmt.Fprintf(c.stdout, "%s, %s preset -> %s (BLAS %s)\n", c.Title, preset, abs(a.Dir), graph.BLASName())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -195,4 +199,25 @@ func (c *Command) Execute(preset string, a Actions) int {
 		}
 	}
 	return 0
+}
+
+// checkRedo refuses a -redo entry that labels no job of the plan
+// (DefaultLabel of its keys), before any data is loaded.
+func (c *Command) checkRedo(keys []string) error {
+	var labels []string
+	for _, k := range keys {
+		if l := DefaultLabel(k); !slices.Contains(labels, l) {
+			labels = append(labels, l)
+		}
+	}
+	var bad []string
+	for _, r := range c.Redo {
+		if !slices.Contains(labels, r) {
+			bad = append(bad, r)
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("-redo %s: no such encoding in the plan (it has %s)", strings.Join(bad, ","), strings.Join(labels, ", "))
+	}
+	return nil
 }

@@ -113,18 +113,23 @@ func VerifyCkpt(path, sum string) error {
 	return nil
 }
 
-// label is the label of job i (Label, or the key without "-seed<s>").
+// label is the label of job i (Label, or DefaultLabel of its key).
 func (js *Jobs[S, R]) label(i int) string {
 	if js.Label != nil {
 		return js.Label(i)
 	}
-	k := js.Keys[i]
-	if j := strings.LastIndex(k, "-seed"); j > 0 {
-		if _, err := strconv.Atoi(k[j+len("-seed"):]); err == nil {
-			return k[:j]
+	return DefaultLabel(js.Keys[i])
+}
+
+// DefaultLabel is the label -redo names a job by: its key without the
+// trailing "-seed<s>" ("rope-seed2" -> "rope").
+func DefaultLabel(key string) string {
+	if j := strings.LastIndex(key, "-seed"); j > 0 {
+		if _, err := strconv.Atoi(key[j+len("-seed"):]); err == nil {
+			return key[:j]
 		}
 	}
-	return k
+	return key
 }
 
 // CheckRedo returns an error naming the entries of Redo that label no job
