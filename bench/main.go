@@ -50,6 +50,7 @@ import (
 
 	"github.com/rpe-go/rpe/experiments/trainer"
 	"github.com/rpe-go/rpe/graph"
+	"github.com/rpe-go/rpe/posenc"
 )
 
 type options struct {
@@ -131,7 +132,7 @@ func parseFlags(args []string) (options, error) {
 	var threads, pyth, pos string // pos: the -pos list
 	base := benchBase()
 	base.Steps = 20 // -steps: timed steps (updates, or passes with -eval)
-	cf := trainer.BindFlags(fs, &base)
+	cf := trainer.BindFlags(fs, &base, posenc.PosLine)
 	fs.IntVar(&o.warmup, "warmup-steps", 3, "untimed steps before each timed block")
 	fs.IntVar(&o.rounds, "rounds", 2, "rounds alternating Go and PyTorch")
 	fs.StringVar(&threads, "threads", "1,2", "Go thread counts to try (the table reports each side's best)")
@@ -231,6 +232,9 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.steps <= 0 || o.rounds <= 0 || o.warmup < 0 || len(o.pos) == 0 {
 		return o, fmt.Errorf("bench: need steps > 0, rounds > 0, warmup >= 0 and an encoding")
+	}
+	if err := cf.CheckApplies(o.pos); err != nil {
+		return o, fmt.Errorf("bench: %v", err)
 	}
 	return o, nil
 }

@@ -194,6 +194,9 @@ func (p Plan) Validate() error {
 		if err != nil {
 			return err
 		}
+		if err := study.CheckServes(c.Model.Pos, []posenc.PosKind{posenc.PosLine, posenc.PosPairwise}); err != nil {
+			return errors.WithMessagef(err, "code: %s", j.Key())
+		}
 		if err := c.Validate(); err != nil {
 			return errors.WithMessagef(err, "code: %s", j.Key())
 		}

@@ -50,6 +50,7 @@ import (
 
 	"github.com/rpe-go/rpe/experiments/study"
 	"github.com/rpe-go/rpe/experiments/trainer"
+	"github.com/rpe-go/rpe/posenc"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -95,7 +96,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	plan := preset
 	fs := flag.NewFlagSet("extrapolation", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cf := trainer.BindFlags(fs, &plan.Base)
+	cf := trainer.BindFlags(fs, &plan.Base, posenc.PosLine)
 	fs.String("preset", "quick", "study preset: "+strings.Join(study.PresetNames(), ", ")+" (sets the defaults of the other flags)")
 	corpus := fs.String("corpus", "", "text file (default: $GOROOT/src/testdata/Isaac.Newton-Opticks.txt)")
 	out := fs.String("out", "", "output directory (default runs/extrapolation/<preset>)")
@@ -147,6 +148,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	plan.MaxWindows, plan.SaveEvery = *maxWindows, *saveEvery
+	if err := cf.CheckApplies(plan.EncodingNames()); err != nil {
+		return usage(err)
+	}
 	if !reflect.DeepEqual(plan, preset) {
 		// Overrides make another study: keep its files apart.
 		plan.Preset += "-custom"

@@ -214,9 +214,15 @@ func (p Plan) Validate() error {
 			return errors.Errorf("graphs: %s given twice", j.Key())
 		}
 		labels[j.Key()] = true
+		if n := slices.Index(strings.Split(j.Variant.Base, "+"), Laplacian); n >= 0 && slices.Contains(strings.Split(j.Variant.Base, "+")[n+1:], Laplacian) {
+			return errors.Errorf("graphs: %s: %s appears twice (one Laplacian input per model)", j.Variant.Base, Laplacian)
+		}
 		c, k, err := p.Config(j)
 		if err != nil {
 			return err
+		}
+		if err := study.CheckServes(c.Model.Pos, []posenc.PosKind{posenc.PosPairwise}, Laplacian); err != nil {
+			return errors.WithMessagef(err, "graphs: %s", j.Key())
 		}
 		if c.Model.PosOpts.GraphMaxDist != p.MaxDist {
 			return errors.Errorf("graphs: %s: graph-max-dist %d differs from the plan's relation clipping %d", j.Key(), c.Model.PosOpts.GraphMaxDist, p.MaxDist)

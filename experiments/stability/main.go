@@ -53,7 +53,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return c.Usage(err)
 	}
-	if *highLR != 0 {
+	if c.Given("high-lr") {
 		if !(*highLR > 0) || math.IsInf(*highLR, 0) {
 			return c.Usage(fmt.Errorf("-high-lr %g must be positive", *highLR))
 		}

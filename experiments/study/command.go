@@ -71,8 +71,8 @@ func NewCommand(name, title string, presets []string, encHelp, defaultDir string
 }
 
 // Parse parses args. It returns -1 if the run goes on, else the exit
-// status: 0 for -h, 2 for bad flags (reported), positional arguments, or a
-// negative -steps or -save-every.
+// status: 0 for -h, 2 for bad flags (reported), positional arguments, a
+// -steps below 1 or a negative -save-every.
 func (c *Command) Parse(args []string) int {
 	if err := c.FlagSet.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -83,14 +83,22 @@ func (c *Command) Parse(args []string) int {
 	switch {
 	case c.FlagSet.NArg() > 0:
 		return c.Usage(fmt.Errorf("unexpected arguments %q", c.FlagSet.Args()))
-	case c.Steps < 0:
-		return c.Usage(fmt.Errorf("-steps %d must be positive", c.Steps))
+	case c.Given("steps") && c.Steps < 1:
+		return c.Usage(fmt.Errorf("-steps %d: give a number of updates >= 1, or leave the flag out for the preset's", c.Steps))
 	case c.SaveEvery < 0:
 		return c.Usage(fmt.Errorf("-save-every %d must not be negative", c.SaveEvery))
 	case c.Job < -1:
 		return c.Usage(fmt.Errorf("-job %d: a job is a number from 0 (see -jobs); omit -job to run the whole study", c.Job))
 	}
 	return -1
+}
+
+// Given reports whether flag name was set on the command line (a value
+// given is used or refused, never taken for "unset").
+func (c *Command) Given(name string) bool {
+	found := false
+	c.FlagSet.Visit(func(f *flag.Flag) { found = found || f.Name == name })
+	return found
 }
 
 // Usage reports a bad-input error and returns exit status 2.
@@ -119,10 +127,10 @@ func (c *Command) Override(encodings *[]string, seeds *[]int64, steps *int) (cus
 	if c.Encodings != "" {
 		*encodings = strings.Split(c.Encodings, ",")
 	}
-	if c.Steps != 0 {
+	if c.Given("steps") {
 		*steps = c.Steps
 	}
-	return c.Encodings != "" || ss != nil || c.Steps != 0, nil
+	return c.Encodings != "" || ss != nil || c.Given("steps"), nil
 }
 
 // KeysOf returns the keys of a plan's jobs.

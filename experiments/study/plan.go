@@ -60,6 +60,32 @@ func servedKinds(name string) string {
 	return strings.Join(ks, ", ") + " positions"
 }
 
+// CheckServes returns nil if the encoding (or combination) name serves one
+// of kinds; otherwise an error that lists only the encodings a study of
+// those kinds trains (posenc.TrainableOn, plus the study-level names
+// extra): an unknown name, or one that serves other positions.
+func CheckServes(name string, kinds []posenc.PosKind, extra ...string) error {
+	var valid []string
+	for _, i := range posenc.Registered() {
+		if !i.EvalOnly && slices.ContainsFunc(kinds, func(k posenc.PosKind) bool { return slices.Contains(i.Positions, k) }) {
+			valid = append(valid, i.Name)
+		}
+	}
+	valid = append(valid, extra...)
+	list := strings.Join(valid, ", ")
+	info, ok := posenc.InfoOf(name)
+	if !ok {
+		if _, err := posenc.New(name, posenc.Options{}); err != nil && !strings.Contains(err.Error(), "unknown encoding") {
+			return errors.New(strings.TrimPrefix(err.Error(), "posenc: "))
+		}
+		return errors.Errorf("encoding %q is unknown (valid here: %s, or several joined by %q)", name, list, posenc.CombineSep)
+	}
+	if !slices.ContainsFunc(kinds, func(k posenc.PosKind) bool { return slices.Contains(info.Positions, k) }) {
+		return errors.Errorf("encoding %s serves %s, not the %v positions of this study's models (valid here: %s)", name, servedKinds(name), kinds, list)
+	}
+	return nil
+}
+
 // Plan is a length-extrapolation study: one model per (encoding, seed),
 // trained with Base, each evaluated at Le = f·L for every factor f with both
 // protocols.
@@ -489,6 +515,21 @@ type Variant struct {
 	Overrides []Override
 }
 
+// EncodingNames returns the posenc names the plan builds: the base of
+// every trained encoding or variant and, if rope is trained, the RoPE
+// scalings it evaluates.
+func (p Plan) EncodingNames() []string {
+	var out []string
+	for _, e := range p.Encodings {
+		b, _, _ := strings.Cut(e, "@")
+		out = append(out, b)
+		if b == posenc.RopePlain {
+			out = append(out, p.Scalings...)
+		}
+	}
+	return out
+}
+
 // Override sets the option Key (a fields name of trainer.Config) to Value.
 type Override struct{ Key, Value string }
 
@@ -538,6 +579,18 @@ func ParseVariant(spec string) (Variant, error) {
 			return Variant{}, errors.WithMessagef(err, "variant %q", spec)
 		}
 		v.Overrides = append(v.Overrides, Override{Key: key, Value: f.String()})
+	}
+	// A value given is used or refused: a 0 that stands for the default is
+	// refused, and so is a value outside its range.
+	keys := make([]string, len(v.Overrides))
+	for i, o := range v.Overrides {
+		keys[i] = o.Key
+	}
+	if err := cfg.Model.PosOpts.CheckGiven(1, keys); err != nil {
+		return Variant{}, errors.Errorf("variant %q: %v", spec, err)
+	}
+	if err := cfg.Model.PosOpts.Resolve(1).Validate(); err != nil {
+		return Variant{}, errors.Errorf("variant %q: %s", spec, strings.TrimPrefix(err.Error(), "posenc: "))
 	}
 	return v, nil
 }

@@ -269,6 +269,9 @@ func (p Plan) Validate() error {
 		if err != nil {
 			return err
 		}
+		if err := study.CheckServes(c.Model.Pos, []posenc.PosKind{posenc.PosLine, posenc.PosReal}); err != nil {
+			return errors.WithMessagef(err, "times: %s", j.Key())
+		}
 		if err := c.ValidateTraining(); err != nil {
 			return errors.WithMessagef(err, "times: %s", j.Key())
 		}

@@ -40,6 +40,7 @@ import (
 	"syscall"
 
 	"github.com/rpe-go/rpe/experiments/trainer"
+	"github.com/rpe-go/rpe/posenc"
 )
 
 func main() {
@@ -49,7 +50,7 @@ func main() {
 func run(args []string) int {
 	cfg := trainer.DefaultConfig()
 	fs := flag.NewFlagSet("train", flag.ContinueOnError)
-	cf := trainer.BindFlags(fs, &cfg)
+	cf := trainer.BindFlags(fs, &cfg, posenc.PosLine)
 	corpus := fs.String("corpus", "", "text file to train on (default: $GOROOT/src/testdata/Isaac.Newton-Opticks.txt)")
 	ckpt := fs.String("ckpt", "", "checkpoint file (default runs/train/<pos>/ckpt.safetensors)")
 	resume := fs.String("resume", "", "resume from this checkpoint instead of -ckpt")
@@ -70,6 +71,9 @@ func run(args []string) int {
 	}
 	var err error
 	if cfg, err = cf.Resolve(); err != nil {
+		return usage(err)
+	}
+	if err := cf.CheckApplies([]string{cfg.Resolved().Model.Pos}); err != nil {
 		return usage(err)
 	}
 	if !cf.Explicit("max-len") {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -19,26 +20,26 @@ import (
 // commands to option names.
 var FlagAliases = map[string]string{"seq": "seq-len", "d": "d-model"}
 
-// flagHelp is the help text of the options (an option without one is
-// described by its Go field path, so a new field still gets a flag).
+// flagHelp is the help text of the options of Config and layers.Config: a
+// sentence with the unit. The position-encoding options take theirs from
+// posenc.OptionDocs; TestFlagHelp checks that every option has one.
 var flagHelp = map[string]string{
-	"vocab": "vocabulary size (must be 256: bytes)", "d-model": "model width d", "heads": "attention heads",
-	"layers": "Transformer blocks", "ffn": "feed-forward width", "eps": "LayerNorm epsilon",
-	"init-std": "std of the N(0, std²) init of weights and embeddings", "causal": "causal attention mask (language modelling)",
-	"pos":     "position encoding: " + strings.Join(posenc.Names(), ", "),
-	"max-len": "rows of the learned absolute table (train: seq-len unless given)", "pos-init-std": "init std of learnable position tables",
-	"alpha": "learnable scale (init 0.1) on the scores' learnable position bias or terms", "sinusoidal-scale": "scale of the sinusoidal table (0: 1/sqrt(d-model))",
-	"shaw-k": "Shaw clipping distance K", "xl-untie-r": "Transformer-XL: per-layer u and v (untie_r) instead of shared", "t5-buckets": "T5 buckets", "t5-max-distance": "where T5's log buckets end",
-	"deberta-buckets": "DeBERTa bucket size", "deberta-max-position": "where DeBERTa's log buckets end",
-	"rope-base": "RoPE base", "rope-pairing": "RoPE pairing: half or interleaved", "rope-fraction": "fraction of head dims RoPE rotates",
-	"rope-scale": "RoPE context-extension factor (rope-pi, rope-ntk, rope-yarn)", "rope-train-len": "training length rope-dynamic and rope-yarn refer to",
-	"yarn-beta-fast": "YaRN ramp bound (fast)", "yarn-beta-slow": "YaRN ramp bound (slow)",
-	"batch": "windows per update", "seq-len": "training sequence length L", "steps": "optimizer updates of the whole run",
-	"lr": "peak learning rate", "beta1": "AdamW beta1", "beta2": "AdamW beta2", "adam-eps": "AdamW epsilon",
-	"weight-decay": "decoupled weight decay (matrices and embeddings)", "warmup": "linear warm-up updates",
-	"floor-frac": "final learning rate as a fraction of lr (cosine floor)", "clip-norm": "global gradient-norm clip (0: none)",
-	"seed": "seed of the initial weights and the batches", "eval-every": "evaluate every N updates (0: only at the end)",
-	"eval-batch": "evaluation batch size", "dtype": "float32 or float64",
+	"vocab": "vocabulary size, in symbols (must be 256: bytes)", "d-model": "model width d, in dimensions",
+	"heads": "attention heads H (d-model must be a multiple of H)", "layers": "number of Transformer blocks",
+	"ffn": "hidden width of the feed-forward layers, in dimensions", "eps": "epsilon of the LayerNorms",
+	"init-std": "standard deviation of the N(0, std²) init of weights and embeddings",
+	"causal":   "mask the keys after each query (causal language modelling)",
+	"stream":   "compute attention in tiles of keys without the [B, H, T, T] scores: O(T) memory, for the encodings that stream",
+	"batch":    "windows per update", "seq-len": "training window length L, in bytes", "steps": "optimizer updates of the whole run",
+	"lr": "peak learning rate of AdamW", "beta1": "AdamW's first-moment decay β1", "beta2": "AdamW's second-moment decay β2",
+	"adam-eps":     "AdamW's denominator epsilon",
+	"weight-decay": "decoupled weight decay of matrices and embeddings, per update and unit of learning rate",
+	"warmup":       "linear warm-up of the learning rate, in updates",
+	"floor-frac":   "final learning rate of the cosine schedule, as a fraction of -lr",
+	"clip-norm":    "largest global gradient norm; larger gradients are scaled down (0: no clipping)",
+	"seed":         "seed of the initial weights and the batches",
+	"eval-every":   "evaluate the validation split every N updates (0: only at the end)",
+	"eval-batch":   "evaluation windows per forward pass", "dtype": "arithmetic: float32 or float64",
 }
 
 // ConfigFlags binds every option of a Config to a flag.FlagSet: one flag
@@ -49,6 +50,7 @@ var flagHelp = map[string]string{
 type ConfigFlags struct {
 	fs     *flag.FlagSet
 	cfg    *Config
+	kinds  []posenc.PosKind  // the positions the command's models take (nil: any)
 	names  []string          // option names in declaration order
 	paths  map[string]string // option -> Go field path
 	set    []string          // "name=value" of explicit flags, in order
@@ -56,6 +58,7 @@ type ConfigFlags struct {
 	dump   bool
 	dtype  string
 	loaded map[string]bool // options the -config file sets
+	differ map[string]bool // options the -config file sets to another value than the command's default
 }
 
 // flagValue records an explicit option flag after checking its syntax.
@@ -82,23 +85,53 @@ func (v *flagValue) Set(s string) error {
 	return nil
 }
 
+// Encodings returns the encodings that serve at least one of kinds (every
+// registered encoding for none), in posenc.Registered's order: the values
+// -pos takes on a command whose models take those positions.
+func Encodings(kinds ...posenc.PosKind) []string {
+	var out []string
+	for _, i := range posenc.Registered() {
+		if len(kinds) == 0 || slices.ContainsFunc(kinds, func(k posenc.PosKind) bool { return slices.Contains(i.Positions, k) }) {
+			out = append(out, i.Name)
+		}
+	}
+	return out
+}
+
 // BindFlags registers the flags of every option of cfg on fs (their
 // defaults are cfg's values) and returns the binding; after fs.Parse, call
-// Resolve to get the configuration. fs.Usage is set to print the flags
+// Resolve to get the configuration. kinds are the positions the command's
+// models take (posenc.PosLine for the language models): -pos lists only
+// the encodings that serve them, and only the position-encoding options
+// that one of those encodings reads (posenc.OptionsFor) get a flag (none
+// given: every encoding and option). fs.Usage is set to print the flags
 // grouped (model, position encoding, training, then the command's own).
-func BindFlags(fs *flag.FlagSet, cfg *Config) *ConfigFlags {
-	cf := &ConfigFlags{fs: fs, cfg: cfg, paths: map[string]string{}}
+func BindFlags(fs *flag.FlagSet, cfg *Config, kinds ...posenc.PosKind) *ConfigFlags {
+	cf := &ConfigFlags{fs: fs, cfg: cfg, kinds: kinds, paths: map[string]string{}}
 	fl, err := fields.Walk(cfg)
 	if err != nil {
 		panic(err) // a name clash in Config: caught by every test
 	}
+	applies := map[string]bool{}
+	for _, o := range posenc.OptionsFor(Encodings(kinds...)) {
+		applies[o] = true
+	}
 	for _, f := range fl {
+		help := flagHelp[f.Name]
+		if d, ok := posenc.OptionDocOf(f.Name); ok && strings.HasPrefix(f.Path, "Model.PosOpts.") {
+			if !applies[f.Name] {
+				continue // no encoding of this command reads it
+			}
+			help = d.Help
+		}
+		if f.Name == "pos" {
+			help = "position encoding: " + strings.Join(Encodings(kinds...), ", ") + " (or several joined by +)"
+		}
+		if help == "" {
+			help = "(undocumented: add it to trainer.flagHelp) " + f.Name
+		}
 		cf.names = append(cf.names, f.Name)
 		cf.paths[f.Name] = f.Path
-		help := flagHelp[f.Name]
-		if help == "" {
-			help = f.Path
-		}
 		fs.Var(&flagValue{cf: cf, name: f.Name, def: f.String(), bool: f.IsBool()}, f.Name, help)
 	}
 	for alias, name := range FlagAliases {
@@ -119,9 +152,9 @@ func BindFlags(fs *flag.FlagSet, cfg *Config) *ConfigFlags {
 func (cf *ConfigFlags) Dump() bool { return cf.dump }
 
 // Explicit reports whether option name was set by a flag or by the -config
-// file (after Resolve).
+// file to another value than the command's default (after Resolve).
 func (cf *ConfigFlags) Explicit(name string) bool {
-	if cf.loaded[name] {
+	if cf.differ[name] {
 		return true
 	}
 	for _, s := range cf.set {
@@ -141,10 +174,15 @@ func (cf *ConfigFlags) flagSet(name string) bool {
 // Resolve returns the configuration: the defaults BindFlags was given,
 // overridden by the -config file, overridden by the flags given explicitly
 // (in command-line order). It also stores it in the Config BindFlags was
-// given. Errors name the file, the field or the flag.
+// given. Errors name the file, the field or the flag. A value given is used
+// or refused, never replaced: an explicit 0 of an option whose zero stands
+// for its default (-t5-max-distance 0, -rope-base 0; posenc.CheckGiven) is
+// refused, as are an empty -pos, an encoding that does not serve the
+// command's positions, and an option outside its range
+// (posenc.Options.Validate).
 func (cf *ConfigFlags) Resolve() (Config, error) {
 	c := *cf.cfg
-	cf.loaded = map[string]bool{}
+	cf.loaded, cf.differ = map[string]bool{}, map[string]bool{}
 	if cf.file != "" {
 		b, err := os.ReadFile(cf.file)
 		if err != nil {
@@ -154,21 +192,35 @@ func (cf *ConfigFlags) Resolve() (Config, error) {
 		if c, err = DecodeConfig(b, c); err != nil {
 			return c, errors.WithMessagef(err, "-config %s", cf.file)
 		}
-		// Options the file sets to a value other than the default count as
-		// explicit.
+		// Options the file sets count as explicit; those it sets to
+		// another value than the default are checked against the
+		// encodings (CheckApplies).
+		present, err := jsonKeys(b)
+		if err != nil {
+			return c, errors.WithMessagef(err, "-config %s", cf.file)
+		}
 		_, a := base.optionValues()
 		_, z := c.optionValues()
-		for k := range z {
-			if a[k] != z[k] {
-				cf.loaded[k] = true
+		for _, n := range cf.names {
+			if present[strings.ToLower(cf.paths[n])] {
+				cf.loaded[n] = true
+				cf.differ[n] = a[n] != z[n]
 			}
 		}
+		if err := c.Model.PosOpts.CheckGiven(c.Model.DModel, keys(cf.loaded)); err != nil {
+			return c, errors.Errorf("-config %s: %v", cf.file, err)
+		}
 	}
+	var given []string
 	for _, s := range cf.set {
 		name, val, _ := strings.Cut(s, "=")
 		if err := fields.Set(&c, name, val); err != nil {
 			return c, errors.WithMessage(err, "flag -"+name)
 		}
+		given = append(given, name)
+	}
+	if err := c.Model.PosOpts.CheckGiven(c.Model.DModel, given); err != nil {
+		return c, errors.New("flag -" + err.Error())
 	}
 	if cf.flagSet("dtype") {
 		dt, err := ParseDtype(cf.dtype)
@@ -177,8 +229,116 @@ func (cf *ConfigFlags) Resolve() (Config, error) {
 		}
 		c.Dtype = dt
 	}
+	if err := cf.checkPos(c.Model.Pos); err != nil {
+		return c, err
+	}
+	if err := c.Model.PosOpts.Resolve(c.Model.DModel).Validate(); err != nil {
+		return c, errors.New(strings.Replace(err.Error(), "posenc: option ", "flag -", 1))
+	}
 	*cf.cfg = c
 	return c, nil
+}
+
+// checkPos refuses an empty -pos and encodings that do not serve the
+// command's positions, listing those that do; pos may be a comma-separated
+// list (bench).
+func (cf *ConfigFlags) checkPos(pos string) error {
+	valid := Encodings(cf.kinds...)
+	list := strings.Join(valid, ", ")
+	if cf.Explicit("pos") && strings.TrimSpace(pos) == "" {
+		return errors.Errorf("flag -pos is empty: name an encoding (none for no position information; valid: %s)", list)
+	}
+	for _, p := range strings.Split(pos, ",") {
+		if p == "" && !cf.Explicit("pos") {
+			continue // unset: layers' "none"
+		}
+		info, ok := posenc.InfoOf(p)
+		if !ok {
+			if _, err := posenc.New(p, posenc.Options{}); err != nil && strings.Contains(p, posenc.CombineSep) && !strings.Contains(err.Error(), "unknown encoding") {
+				return errors.Errorf("flag -pos %s: %v", p, strings.TrimPrefix(err.Error(), "posenc: "))
+			}
+			return errors.Errorf("flag -pos %q: unknown encoding (valid: %s, or several joined by %q)", p, list, posenc.CombineSep)
+		}
+		if len(cf.kinds) > 0 && !slices.ContainsFunc(cf.kinds, func(k posenc.PosKind) bool { return slices.Contains(info.Positions, k) }) {
+			return errors.Errorf("flag -pos %s serves %v positions, not the %v positions of this command's models (valid: %s)", p, info.Positions, cf.kinds, list)
+		}
+	}
+	return nil
+}
+
+// CheckApplies returns an error naming an option given explicitly (a flag,
+// or a -config value other than the default) that none of encodings reads
+// (posenc.OptionsOf): a value given must be used, so "-pos rope
+// -t5-buckets 64" is refused instead of training rope as if the flag were
+// not there. encodings are the models the command trains (train: -pos;
+// a study: its plan's encodings).
+func (cf *ConfigFlags) CheckApplies(encodings []string) error {
+	read := map[string]bool{}
+	for _, o := range posenc.OptionsFor(encodings) {
+		read[o] = true
+	}
+	for _, n := range cf.names {
+		if !strings.HasPrefix(cf.paths[n], "Model.PosOpts.") || read[n] {
+			continue
+		}
+		if cf.given(n) || cf.differ[n] {
+			var by []string
+			for _, e := range posenc.Names() {
+				if slices.Contains(posenc.OptionsOf(e), n) {
+					by = append(by, e)
+				}
+			}
+			return errors.Errorf("flag -%s is read by %s, not by %s: leave it out or train an encoding that reads it",
+				n, strings.Join(by, ", "), strings.Join(encodings, ", "))
+		}
+	}
+	return nil
+}
+
+// given reports whether option name was set by a flag.
+func (cf *ConfigFlags) given(name string) bool {
+	for _, s := range cf.set {
+		if strings.HasPrefix(s, name+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// jsonKeys returns the dotted paths, lower case, of the leaves of a JSON
+// object ("model.posopts.t5maxdistance"), as encoding/json matches field
+// names without regard to case.
+func jsonKeys(b []byte) (map[string]bool, error) {
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, errors.Wrap(err, "config")
+	}
+	out := map[string]bool{}
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for k, v := range m {
+			p := strings.ToLower(k)
+			if prefix != "" {
+				p = prefix + "." + p
+			}
+			if sub, ok := v.(map[string]any); ok {
+				walk(p, sub)
+				continue
+			}
+			out[p] = true
+		}
+	}
+	walk("", m)
+	return out, nil
 }
 
 // DumpJSON writes the resolved c as indented JSON (the -config format).
@@ -256,6 +416,9 @@ func (cf *ConfigFlags) printFlag(w io.Writer, name string) {
 		res := cf.cfg.Model.PosOpts.Resolve(cf.cfg.Model.DModel)
 		if fl, err := fields.Lookup(&res, name); err == nil && fl.String() != f.DefValue {
 			def = fmt.Sprintf(" (default %s)", fl.String())
+			if name == "sinusoidal-scale" {
+				def = fmt.Sprintf(" (default 1/√d-model = %.4g at d-model %d)", res.SinusoidalScale, cf.cfg.Model.DModel)
+			}
 		}
 	}
 	fmt.Fprintf(w, "  -%-22s %s%s\n", name, f.Usage, def)

@@ -23,6 +23,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 
@@ -35,7 +36,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 func run(args []string, stdout, stderr io.Writer) int {
 	c := study.NewCommand("vision", "vision study", visionstudy.PresetNames(), "encodings or variants (name@key=value)",
 		"runs/vision/<preset>", stdout, stderr)
-	testN := c.FlagSet.Int("test-images", -1, "test images per resolution instead of the preset's (0: all 10,000)")
+	testN := c.FlagSet.Int("test-images", 0, "test images per resolution instead of the preset's (0: all 10,000)")
 	patch := c.FlagSet.Int("patch", 0, "patch side in pixels instead of the preset's 4 (must divide the image side)")
 	mnist := c.FlagSet.String("mnist", "", "directory of MNIST-format IDX files (default: the GoMNIST module's copy)")
 	if code := c.Parse(args); code >= 0 {
@@ -49,10 +50,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return c.Usage(err)
 	}
-	if *testN >= 0 {
+	if c.Given("test-images") {
+		if *testN < 0 {
+			return c.Usage(fmt.Errorf("-test-images %d: give a number of images >= 0 (0: all 10,000), or leave the flag out for the preset's", *testN))
+		}
 		p.TestImages, custom = *testN, true
 	}
-	if *patch != 0 {
+	if c.Given("patch") {
+		if *patch < 1 {
+			return c.Usage(fmt.Errorf("-patch %d: give a patch side in pixels >= 1 that divides the image side, or leave the flag out for the preset's 4", *patch))
+		}
 		p.Patch, custom = *patch, true
 	}
 	if custom {

@@ -200,6 +200,9 @@ func (p Plan) Validate() error {
 		if err != nil {
 			return err
 		}
+		if err := study.CheckServes(c.Model.Pos, []posenc.PosKind{posenc.PosGrid}); err != nil {
+			return errors.WithMessagef(err, "vision: %s", j.Key())
+		}
 		if err := c.ValidateTraining(); err != nil {
 			return errors.WithMessagef(err, "vision: %s", j.Key())
 		}
