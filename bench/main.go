@@ -133,6 +133,10 @@ func parseFlags(args []string) (options, error) {
 	base := benchBase()
 	base.Steps = 20 // -steps: timed steps (updates, or passes with -eval)
 	cf := trainer.BindFlags(fs, &base, posenc.PosLine)
+	// The one default that differs from the training commands' (README):
+	// say so where it is printed.
+	fs.Lookup("sinusoidal-scale").Usage = "amplitude of the sinusoidal table: bench's default 1 is the PyTorch reference's unit table " +
+		"(the scale does not change the cost; the training commands' default is 1/√d-model)"
 	fs.IntVar(&o.warmup, "warmup-steps", 3, "untimed steps before each timed block")
 	fs.IntVar(&o.rounds, "rounds", 2, "rounds alternating Go and PyTorch")
 	fs.StringVar(&threads, "threads", "1,2", "Go thread counts to try (the table reports each side's best)")

@@ -15,7 +15,7 @@ func TestMainStatus(t *testing.T) {
 	}{
 		{[]string{"-h"}, 0, ""},
 		{[]string{"-cost", "-go-only", "-mem-limit", "0"}, 2, "bench: -mem-limit 0 GiB must be positive"},
-		{[]string{"-go-only", "-pos", "nope", "-steps", "1"}, 1, `bench: Go trainer for nope: posenc: unknown encoding "nope"`},
+		{[]string{"-go-only", "-pos", "nope", "-steps", "1"}, 2, `bench: flag -pos "nope": unknown encoding (valid: none, sinusoidal`},
 	} {
 		var out, errw strings.Builder
 		got := mainStatus(c.args, &out, &errw)

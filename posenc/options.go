@@ -62,7 +62,7 @@ var optionDocs = []OptionDoc{
 	{"max-len", "rows of the learned absolute table: the longest sequence it serves, in tokens", rPosInt, true, posInt},
 	{"pos-init-std", "standard deviation of the N(0, std²) init of learnable position tables and biases", rPosFloat, true, posFloat},
 	{"alpha", "multiply the learnable position bias or terms by a learnable scalar, initialised to 0.1", rBool, false, anyBool},
-	{"sinusoidal-scale", "amplitude of the sinusoidal tables added to the embeddings (default 1/√d-model)", rPosFloat, true, posFloat},
+	{"sinusoidal-scale", "amplitude of the sinusoidal tables added to the embeddings (the training commands' default is 1/√d-model)", rPosFloat, true, posFloat},
 	{"shaw-k", "Shaw et al.'s clipping distance K: relative distances beyond ±K share an embedding, in tokens", rPosInt, true, posInt},
 	{"t5-buckets", "number of T5 relative-position buckets per direction pair (half exact, half log-spaced)", rPosInt, true, posInt},
 	{"t5-max-distance", "distance where T5's log-spaced buckets end, in tokens: farther pairs share the last bucket", rPosInt, true, posInt},

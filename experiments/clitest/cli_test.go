@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -110,9 +111,35 @@ var badInputs = []probe{
 	// -redo names only encodings of the plan (30.7).
 	{"graphs", []string{"-redo", "nope"}, 2, []string{"-redo", "nope"}},
 	{"vision", []string{"-redo", "rope,nope"}, 2, []string{"-redo", "nope"}},
+	// An explicit 0 ran with the default and labelled the rows with 0 (30.4).
+	{"train", []string{"-pos", "t5", "-t5-max-distance", "0", "-ckpt", "{dir}/new.ckpt"}, 2, []string{"-t5-max-distance 0 would run with the default 128", "integer >= 1"}},
+	{"train", []string{"-pos", "rope", "-rope-base", "0", "-ckpt", "{dir}/new.ckpt"}, 2, []string{"-rope-base 0 would run with the default 10000"}},
+	{"train", []string{"-pos", "rope", "-rope-base", "0.5", "-ckpt", "{dir}/new.ckpt"}, 2, []string{"-rope-base is 0.5, must be a finite number > 1"}},
+	{"train", []string{"-config", "{dir}/zero.json", "-ckpt", "{dir}/new.ckpt"}, 2, []string{"zero.json", "t5-max-distance 0 would run with the default"}},
+	{"extrapolation", []string{"-encodings", "t5@t5-max-distance=0", "-jobs"}, 2, []string{"t5-max-distance 0 would run with the default 128"}},
+	{"vision", []string{"-encodings", "cpe@cpe-kernel=0", "-jobs"}, 2, []string{"cpe-kernel 0 would run with the default 3", "odd integer"}},
+	{"vision", []string{"-patch", "0"}, 2, []string{"-patch 0", ">= 1"}},
+	{"vision", []string{"-test-images", "-5"}, 2, []string{"-test-images -5", ">= 0"}},
+	{"vision", []string{"-steps", "0"}, 2, []string{"-steps 0", ">= 1"}},
+	{"extrapolation", []string{"-steps", "0", "-jobs"}, 2, []string{"steps is 0, must be positive"}},
+	{"stability", []string{"-high-lr", "0"}, 2, []string{"-high-lr 0 must be positive"}},
+	// An option that no trained encoding reads was ignored (30.4, 30.10).
+	{"train", []string{"-pos", "rope", "-t5-buckets", "64", "-ckpt", "{dir}/new.ckpt"}, 2, []string{"-t5-buckets is read by t5, not by rope"}},
+	{"train", []string{"-grid-rows", "3"}, 2, []string{"flag provided but not defined: -grid-rows"}},
+	{"extrapolation", []string{"-graph-max-degree", "3"}, 2, []string{"flag provided but not defined: -graph-max-degree"}},
+	{"extrapolation", []string{"-encodings", "rope", "-cope-npos", "8", "-jobs"}, 2, []string{"-cope-npos is read by cope, not by rope"}},
+	// -pos '' meant none; repeated parts; errors list only the command's encodings (30.9).
+	{"train", []string{"-pos", "", "-ckpt", "{dir}/new.ckpt"}, 2, []string{"-pos is empty", "none for no position information"}},
+	{"train", []string{"-pos", "learned-2d", "-ckpt", "{dir}/new.ckpt"}, 2, []string{"learned-2d serves [grid] positions", "valid: none, sinusoidal"}},
+	{"graphs", []string{"-encodings", "laplacian+laplacian", "-jobs"}, 2, []string{"laplacian appears twice"}},
+	{"graphs", []string{"-encodings", "graphormer-spatial+graphormer-spatial", "-jobs"}, 2, []string{"graphormer-spatial appears twice"}},
+	{"vision", []string{"-encodings", "nope", "-jobs"}, 2, []string{`encoding "nope" is unknown (valid here: none, sinusoidal`, "rope-mixed, cpe, or several"}},
+	{"graphs", []string{"-encodings", "rope", "-jobs"}, 2, []string{"this study's models take pairwise positions (valid here: none, graphormer-spatial"}},
+	{"times", []string{"-encodings", "swin", "-jobs"}, 2, []string{"swin serves grid positions"}},
+	{"bench", []string{"-go-only", "-pos", "swin"}, 2, []string{"bench: flag -pos swin serves [grid] positions"}},
 	// Usage errors that already named their flag (kept as probes).
 	{"train", []string{"-lr", "x"}, 2, []string{"lr"}},
-	{"train", []string{"-pos", "nope"}, 2, []string{`unknown encoding "nope"`}},
+	{"train", []string{"-pos", "nope"}, 2, []string{`-pos "nope": unknown encoding`}},
 	{"train", []string{"-fresh", "-resume", "{dir}/lm.ckpt"}, 2, []string{"-fresh and -resume"}},
 	{"train", []string{"-corpus", "{dir}/missing.txt", "-ckpt", "{dir}/new.ckpt"}, 2, []string{"missing.txt"}},
 	{"train", []string{"stray"}, 2, []string{"unexpected arguments"}},
@@ -171,6 +198,9 @@ func fixture(t *testing.T) string {
 		fmt.Fprintf(&b, "Line %d: light is refracted by the prism, and the colours are separated by their refrangibility. ", i)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "corpus.txt"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "zero.json"), []byte(`{"Model": {"Pos": "t5", "PosOpts": {"T5MaxDistance": 0}}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	status, stderr := runIn(t, dir, "train", "-corpus", filepath.Join(dir, "corpus.txt"), "-ckpt", filepath.Join(dir, "lm.ckpt"),
@@ -252,4 +282,44 @@ func diffSnapshots(a, b map[string]string) string {
 	}
 	sort.Strings(d)
 	return strings.Join(d, "\n")
+}
+
+// TestHelp: every command's -h exits 0 and gives every flag a sentence,
+// never a Go field path ("Model.PosOpts.GridRows"); the text commands do not
+// list the options of image or graph encodings (30.10).
+func TestHelp(t *testing.T) {
+	dir := t.TempDir()
+	path := regexp.MustCompile(`\b(Model|PosOpts|Encoder)\.[A-Z]`)
+	flagLine := regexp.MustCompile(`^\s+-(\S+)\s*(.*)$`)
+	for _, c := range [][]string{{"train"}, {"extrapolation"}, {"bench"}, {"vision"}, {"graphs"}, {"code"}, {"times"}, {"stability"},
+		{"checkpoint", "eval"}, {"checkpoint", "sample"}, {"checkpoint", "export"}, {"checkpoint", "info"}} {
+		status, stderr := runIn(t, dir, c[0], append(c[1:], "-h")...)
+		if status != 0 {
+			t.Errorf("%v -h: exit %d", c, status)
+		}
+		if m := path.FindString(stderr); m != "" {
+			t.Errorf("%v -h shows a field path %q:\n%s", c, m, stderr)
+		}
+		lines := strings.Split(stderr, "\n")
+		for i, l := range lines {
+			m := flagLine.FindStringSubmatch(l)
+			if m == nil || strings.HasPrefix(m[1], "-") {
+				continue
+			}
+			help := m[2]
+			if len(strings.Fields(help)) < 2 && i+1 < len(lines) && flagLine.FindStringSubmatch(lines[i+1]) == nil {
+				help = strings.TrimSpace(lines[i+1]) // the flag package's format: "-name type", then the help
+			}
+			if len(strings.Fields(help)) < 2 {
+				t.Errorf("%v -h: -%s has no sentence of help (%q)", c, m[1], help)
+			}
+		}
+		if c[0] == "train" || c[0] == "extrapolation" {
+			for _, n := range []string{"-grid-rows", "-graph-max-degree", "-cpe-kernel", "-tree-max-up"} {
+				if strings.Contains(stderr, n+" ") {
+					t.Errorf("%s -h lists %s, which no encoding of a text model reads", c[0], n)
+				}
+			}
+		}
+	}
 }

@@ -27,7 +27,7 @@ func TestFlags(t *testing.T) {
 		{[]string{"-encodings", "rope3d"}, 2, "rope3d"},
 		{[]string{"-encodings", "tree+rope3d"}, 2, "rope3d"},
 		{[]string{"-encodings", "rope-2d"}, 2, "line positions"},
-		{[]string{"-steps", "-3"}, 2, "must be positive"},
+		{[]string{"-steps", "-3"}, 2, "-steps -3: give a number of updates >= 1"},
 		{[]string{"-save-every", "-1"}, 2, "must not be negative"},
 		{[]string{"-bogus"}, 2, "flag provided but not defined"},
 		{[]string{"extra"}, 2, "unexpected arguments"},

@@ -416,7 +416,7 @@ func TestPlan(t *testing.T) {
 		want string
 	}{
 		{"unknown encoding", func(p *Plan) { p.Encodings = []string{"rope3d"} }, "rope3d"},
-		{"line encoding", func(p *Plan) { p.Encodings = []string{"rope"} }, "does not serve graph (pairwise) positions"},
+		{"line encoding", func(p *Plan) { p.Encodings = []string{"rope"} }, "take pairwise positions"},
 		{"duplicate seed", func(p *Plan) { p.Seeds = []int64{1, 1} }, "seed 1 given twice"},
 		{"duplicate encoding", func(p *Plan) { p.Encodings = []string{"none", "none"} }, "none-seed1 given twice"},
 		{"max nodes", func(p *Plan) { p.MaxNodes = 40 }, "maximum graph size 40 is below the test graphs' 48 nodes"},

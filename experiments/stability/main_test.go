@@ -29,7 +29,7 @@ func TestFlags(t *testing.T) {
 		{[]string{"-encodings", "t5@bogus=1"}, 2, "bogus"},
 		{[]string{"-high-lr", "-1"}, 2, "-high-lr -1 must be positive"},
 		{[]string{"-high-lr", "0.002"}, 2, "the two values of an axis must differ"},
-		{[]string{"-steps", "-3"}, 2, "must be positive"},
+		{[]string{"-steps", "-3"}, 2, "-steps -3: give a number of updates >= 1"},
 		{[]string{"-save-every", "-1"}, 2, "must not be negative"},
 		{[]string{"-job", fmt.Sprint(n)}, 2, fmt.Sprintf("-job %d: the plan has %d jobs", n, n)},
 		{[]string{"-bogus"}, 2, "flag provided but not defined"},

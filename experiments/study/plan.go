@@ -81,7 +81,11 @@ func CheckServes(name string, kinds []posenc.PosKind, extra ...string) error {
 		return errors.Errorf("encoding %q is unknown (valid here: %s, or several joined by %q)", name, list, posenc.CombineSep)
 	}
 	if !slices.ContainsFunc(kinds, func(k posenc.PosKind) bool { return slices.Contains(info.Positions, k) }) {
-		return errors.Errorf("encoding %s serves %s, not the %v positions of this study's models (valid here: %s)", name, servedKinds(name), kinds, list)
+		ks := make([]string, len(kinds))
+		for i, k := range kinds {
+			ks[i] = string(k) + " positions"
+		}
+		return errors.Errorf("encoding %s serves %s; this study's models take %s (valid here: %s)", name, servedKinds(name), strings.Join(ks, " or "), list)
 	}
 	return nil
 }

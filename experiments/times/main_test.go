@@ -26,7 +26,7 @@ func TestFlags(t *testing.T) {
 		{[]string{"-encodings", "t5@time"}, 2, "t5@time-seed1 asks for time positions: posenc: encoding t5 accepts line positions; the model gives it real positions"},
 		{[]string{"-encodings", "rope@time@time"}, 2, "@time given twice"},
 		{[]string{"-encodings", "rope-2d"}, 2, "line positions"},
-		{[]string{"-steps", "-3"}, 2, "must be positive"},
+		{[]string{"-steps", "-3"}, 2, "-steps -3: give a number of updates >= 1"},
 		{[]string{"-save-every", "-1"}, 2, "must not be negative"},
 		{[]string{"-job", fmt.Sprint(n)}, 2, fmt.Sprintf("-job %d: the plan has %d jobs", n, n)},
 		{[]string{"-bogus"}, 2, "flag provided but not defined"},

@@ -25,7 +25,7 @@ func TestFlags(t *testing.T) {
 		{[]string{"-preset", "huge"}, 2, `unknown preset "huge"`},
 		{[]string{"-seeds", "1,x"}, 2, `"x" is not an integer`},
 		{[]string{"-encodings", "rope3d"}, 2, "rope3d"},
-		{[]string{"-steps", "-3"}, 2, "must be positive"},
+		{[]string{"-steps", "-3"}, 2, "-steps -3: give a number of updates >= 1"},
 		{[]string{"extra"}, 2, "unexpected arguments"},
 		{[]string{"-mnist", corrupt, "-out", t.TempDir(), "-encodings", "none"}, 1, "magic"},
 		{[]string{"-mnist", t.TempDir(), "-out", t.TempDir(), "-encodings", "none"}, 1, "train-images-idx3-ubyte"},

@@ -200,7 +200,7 @@ func (p Plan) Validate() error {
 		if err != nil {
 			return err
 		}
-		if err := study.CheckServes(c.Model.Pos, []posenc.PosKind{posenc.PosGrid}); err != nil {
+		if err := study.CheckServes(c.Model.Pos, []posenc.PosKind{posenc.PosGrid, posenc.PosLine}); err != nil {
 			return errors.WithMessagef(err, "vision: %s", j.Key())
 		}
 		if err := c.ValidateTraining(); err != nil {
