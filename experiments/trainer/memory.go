@@ -243,12 +243,13 @@ type EvalMemoryEstimate struct {
 	Tokens, Scores, Fixed, Total float64
 }
 
-// String is e.g. "1.2 GiB (materialised attention, batch 8 × 512: token values 10 MiB, scores 1.1 GiB)".
+// String is e.g. "1.2 GiB (materialised attention, batch 8 × 512: token
+// values 10 MiB, scores 1.1 GiB)"; streamed, without the scores.
 func (m EvalMemoryEstimate) String() string {
-	att := "materialised attention"
 	if m.Stream {
-		att = "streaming attention"
+		return fmt.Sprintf("%s (streaming attention, batch %d × %d: token values %s)", bytesString(m.Total), m.Batch, m.Len, bytesString(m.Tokens))
 	}
+	att := "materialised attention"
 	return fmt.Sprintf("%s (%s, batch %d × %d: token values %s, scores %s)", bytesString(m.Total), att, m.Batch, m.Len,
 		bytesString(m.Tokens), bytesString(m.Scores))
 }
