@@ -45,6 +45,9 @@ func (m MemoryEstimate) String() string {
 		bytesString(m.Total), m.Params, bytesString(m.Weights), bytesString(m.Optimizer), bytesString(m.Activations))
 }
 
+// BytesString formats b bytes with a binary unit, e.g. "1.5 GiB".
+func BytesString(b float64) string { return bytesString(b) }
+
 func bytesString(b float64) string {
 	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
 	i := 0
