@@ -258,7 +258,7 @@ func sampleCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	opt := trainer.SampleOptions{Prompt: []byte(*prompt), N: *n, Temperature: *temp, Seed: *seed, Window: cfg.SeqLen}
 	if e := trainer.EstimateSampleMemory(cfg.Model, opt, int(p.Dtype().Size())); avail > 0 && e.Total > avail {
-		return usageError{errors.Errorf("sampling needs about %s, more than the %s available (-mem-limit); use a shorter -prompt or -len", e, bytesString(avail))}
+		return usageError{errors.Errorf("sampling needs about %s, more than the %s available (MemAvailable, or -mem-limit); use a shorter -prompt or -len", e, bytesString(avail))}
 	}
 	out, err := trainer.Sample(p, cfg.Model, opt)
 	if err != nil {

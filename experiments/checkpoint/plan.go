@@ -125,7 +125,7 @@ func planEval(in planInput) (evalPlan, error) {
 	default:
 		hint = fmt.Sprintf("even -stream needs about %s: use a smaller -len or -batch", bytesString(se.Total))
 	}
-	return evalPlan{}, usageError{errors.Errorf("-len %d: evaluation needs about %s, more than the %s available (-mem-limit); %s",
+	return evalPlan{}, usageError{errors.Errorf("-len %d: evaluation needs about %s, more than the %s available (MemAvailable, or -mem-limit); %s",
 		in.Len, p.Estimate, bytesString(in.Avail), hint)}
 }
 
