@@ -1,8 +1,8 @@
 // Command checkpoint uses a checkpoint written by experiments/train (or the
 // extrapolation study):
 //
-//	go run ./experiments/checkpoint eval -ckpt F [-len 64,128,...] [-last-n K] [-corpus C] [-batch B] [-max-windows W]
-//	go run ./experiments/checkpoint sample -ckpt F -len N -prompt P -temp T [-seed S]
+//	go run ./experiments/checkpoint eval -ckpt F [-len 64,128,...] [-last-n K] [-corpus C] [-batch B] [-max-windows W] [-stream[=false]] [-mem-limit GiB]
+//	go run ./experiments/checkpoint sample -ckpt F -len N -prompt P -temp T [-seed S] [-mem-limit GiB]
 //	go run ./experiments/checkpoint export -ckpt F -out W
 //	go run ./experiments/checkpoint info -ckpt F
 //
@@ -11,7 +11,23 @@
 // corpus (trainer.Evaluator.Score; -last-n K adds the protocol scoring only
 // the last K targets of each window). The corpus is the one recorded in the
 // checkpoint, checked against its SHA-256: a changed file is refused unless
-// -corpus is given explicitly. sample continues a prompt; export writes the
+// -corpus is given explicitly.
+//
+// Before anything is evaluated, eval plans every length (plan.go,
+// planEval): a window longer than the validation text is refused naming
+// -len, and the graph's memory is estimated (trainer.EstimateEvalMemory)
+// and compared with -mem-limit GiB (default: the machine's MemAvailable).
+// -stream chooses the attention: auto (the default) keeps the materialised
+// attention up to an estimate of 1 GiB and streams above it
+// (graph.StreamAttention, O(T) memory) when the encoding can; -stream
+// forces streaming (refused, naming the encoding, if it cannot);
+// -stream=false forces the materialised attention. A graph over the memory
+// is refused (exit 2) with its estimate, the memory available and the
+// flag that helps. eval prints each length's choice and estimate, and the
+// peak RSS at the end.
+//
+// sample continues a prompt (-temp must be finite; its graph's estimate
+// is checked against the memory as well); export writes the
 // weights alone (trainer.ExportWeights); info prints the configuration, the
 // step, the provenance, the corpus hash and the parameters.
 //
