@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/pkg/errors"
@@ -282,10 +283,18 @@ func (e *Evaluator) Eval(data []byte, lastN, maxWindows int) (EvalResult, error)
 // text shorter than one window (Len+1 bytes).
 var ErrTooShort = errors.New("text too short for one window")
 
-// tooShort is the error for n bytes at window length le.
-func tooShort(n, le int) error {
-	return errors.WithMessagef(ErrTooShort, "score: %d bytes, too short for one window of length %d (%d+1 bytes)", n, le, le)
+// tooShortError is the error for Bytes bytes at window length Len; it is
+// ErrTooShort (errors.Is).
+type tooShortError struct{ bytes, len int }
+
+func (e tooShortError) Error() string {
+	return fmt.Sprintf("score: %d bytes, too short for one window of %d+1 bytes (window length %d)", e.bytes, e.len, e.len)
 }
+
+func (e tooShortError) Is(target error) bool { return target == ErrTooShort }
+
+// tooShort is the error for n bytes at window length le.
+func tooShort(n, le int) error { return tooShortError{n, le} }
 
 // RunBatch returns the batch ScoreText (scoring) or Evaluate builds for n
 // bytes: opt.Batch (0: 8) capped at the number of windows run (ScoreText:

@@ -166,7 +166,7 @@ func TestScoreTextTooShort(t *testing.T) {
 		if !errors.Is(err, ErrTooShort) {
 			t.Fatalf("ScoreText Len %d: %v, want ErrTooShort", le, err)
 		}
-		wantErr(t, err, "10 bytes", "length "+strconv.Itoa(le))
+		wantErr(t, err, "10 bytes", "window length "+strconv.Itoa(le))
 		_, err = Evaluate(p, cfg.Model, text, EvalOptions{Len: le})
 		if !errors.Is(err, ErrTooShort) {
 			t.Fatalf("Evaluate Len %d: %v, want ErrTooShort", le, err)
