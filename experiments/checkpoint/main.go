@@ -1,8 +1,8 @@
 // Command checkpoint uses a checkpoint written by experiments/train (or the
 // extrapolation study):
 //
-//	go run ./experiments/checkpoint eval -ckpt F [-len 64,128,...] [-last-n K] [-corpus C] [-batch B] [-max-windows W]
-//	go run ./experiments/checkpoint sample -ckpt F -len N -prompt P -temp T [-seed S]
+//	go run ./experiments/checkpoint eval -ckpt F [-len 64,128,...] [-last-n K] [-corpus C] [-batch B] [-max-windows W] [-stream[=false]] [-mem-limit GiB]
+//	go run ./experiments/checkpoint sample -ckpt F -len N -prompt P -temp T [-seed S] [-mem-limit GiB]
 //	go run ./experiments/checkpoint export -ckpt F -out W
 //	go run ./experiments/checkpoint info -ckpt F
 //
@@ -11,7 +11,23 @@
 // corpus (trainer.Evaluator.Score; -last-n K adds the protocol scoring only
 // the last K targets of each window). The corpus is the one recorded in the
 // checkpoint, checked against its SHA-256: a changed file is refused unless
-// -corpus is given explicitly. sample continues a prompt; export writes the
+// -corpus is given explicitly.
+//
+// Before anything is evaluated, eval plans every length (plan.go,
+// planEval): a window longer than the validation text is refused naming
+// -len, and the graph's memory is estimated (trainer.EstimateEvalMemory)
+// and compared with -mem-limit GiB (default: the machine's MemAvailable).
+// -stream chooses the attention: auto (the default) keeps the materialised
+// attention up to an estimate of 1 GiB and streams above it
+// (graph.StreamAttention, O(T) memory) when the encoding can; -stream
+// forces streaming (refused, naming the encoding, if it cannot);
+// -stream=false forces the materialised attention. A graph over the memory
+// is refused (exit 2) with its estimate, the memory available and the
+// flag that helps. eval prints each length's choice and estimate, and the
+// peak RSS at the end.
+//
+// sample continues a prompt (-temp must be finite; its graph's estimate
+// is checked against the memory as well); export writes the
 // weights alone (trainer.ExportWeights); info prints the configuration, the
 // step, the provenance, the corpus hash and the parameters.
 //
@@ -24,6 +40,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
 	"strconv"
@@ -113,11 +130,18 @@ func evalCmd(args []string, stdout, stderr io.Writer) error {
 	corpus := fs.String("corpus", "", "text whose validation split (last 10%) is scored (default: the checkpoint's corpus, hash checked)")
 	batch := fs.Int("batch", 8, "windows per forward pass")
 	maxW := fs.Int("max-windows", 0, "score only the first N full windows (0: the whole text)")
+	var stream streamMode
+	fs.Var(&stream, "stream", "streaming attention, O(T) memory: auto (stream when the materialised graph would need more than 1 GiB), true or false")
+	memLimit := fs.Float64("mem-limit", 0, "GiB the evaluation may use (0: the machine's MemAvailable)")
 	if err := parse(fs, args, stderr, ckpt); err != nil {
 		return err
 	}
 	if *lastN < 0 || *batch <= 0 || *maxW < 0 {
 		return usageError{errors.Errorf("-last-n %d and -max-windows %d must not be negative, -batch %d positive", *lastN, *maxW, *batch)}
+	}
+	avail, err := availMemory(*memLimit)
+	if err != nil {
+		return err
 	}
 	ck, err := trainer.LoadCheckpoint(*ckpt)
 	if err != nil {
@@ -151,10 +175,43 @@ func evalCmd(args []string, stdout, stderr io.Writer) error {
 	if *lastN > 0 {
 		protos = append(protos, *lastN)
 	}
+	// Every length is planned before anything is evaluated: a text too
+	// short or a graph over the memory is refused before allocating.
+	plans := make([]evalPlan, len(lens))
+	var streamErr error
+	if stream != streamOff {
+		streamErr = trainer.StreamError(cfg.Model)
+	}
+	for i, le := range lens {
+		if trainer.Windows(len(c.Val), le) == 0 {
+			return usageError{errors.Errorf("-len %d: the validation text (%s, %d bytes) is too short for one window of %d+1 bytes; use a smaller -len or a longer -corpus",
+				le, c.Path, len(c.Val), le)}
+		}
+		if *lastN > le {
+			return usageError{errors.Errorf("-last-n %d is longer than the window -len %d", *lastN, le)}
+		}
+		b := trainer.RunBatch(len(c.Val), trainer.EvalOptions{Len: le, Batch: *batch, MaxWindows: *maxW}, true)
+		if plans[i], err = planEval(planInput{Model: cfg.Model, Batch: b, Len: le, DtypeSize: int(p.Dtype().Size()), Avail: avail,
+			Mode: stream, StreamErr: streamErr}); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(stdout, "checkpoint %s (step %d, pos=%s, L=%d); corpus %s: %d validation bytes\n", *ckpt, ck.Step, cfg.Model.Pos, cfg.SeqLen,
 		c.Path, len(c.Val))
-	for _, le := range lens {
-		ss, err := trainer.ScoreText(p, cfg.Model, c.Val, protos, trainer.EvalOptions{Len: le, Batch: *batch, MaxWindows: *maxW})
+	for i, le := range lens {
+		pl := plans[i]
+		model := cfg.Model
+		model.Stream = pl.Stream
+		attn := "materialised attention"
+		if pl.Stream {
+			attn = "streaming attention"
+		}
+		mem := "available memory unknown"
+		if avail > 0 {
+			mem = bytesString(avail) + " available"
+		}
+		fmt.Fprintf(stdout, "Le=%d: %s (%s); estimated %s, %s\n", le, attn, pl.Why, bytesString(pl.Estimate.Total), mem)
+		ss, err := trainer.ScoreText(p, model, c.Val, protos, trainer.EvalOptions{Len: le, Batch: *batch, MaxWindows: *maxW})
 		if errors.Is(err, posenc.ErrBeyondTable) {
 			fmt.Fprintf(stdout, "Le=%d: n/a (%v)\n", le, err)
 			continue
@@ -171,7 +228,23 @@ func evalCmd(args []string, stdout, stderr io.Writer) error {
 				s.Perplexity(), s.Tokens, s.Windows)
 		}
 	}
+	if rss, ok := trainer.PeakRSS(); ok {
+		fmt.Fprintf(stdout, "peak RSS: %s\n", bytesString(rss))
+	}
 	return nil
+}
+
+// availMemory is the memory an evaluation or a sample may use: -mem-limit
+// GiB if positive, else the machine's MemAvailable (0 if unknown).
+func availMemory(limitGiB float64) (float64, error) {
+	if math.IsNaN(limitGiB) || math.IsInf(limitGiB, 0) || limitGiB < 0 {
+		return 0, usageError{errors.Errorf("-mem-limit %v GiB must be a finite number >= 0 (0: the machine's MemAvailable)", limitGiB)}
+	}
+	if limitGiB > 0 {
+		return limitGiB * (1 << 30), nil
+	}
+	avail, _ := trainer.MemAvailable()
+	return avail, nil
 }
 
 func sampleCmd(args []string, stdout, stderr io.Writer) error {
@@ -179,20 +252,31 @@ func sampleCmd(args []string, stdout, stderr io.Writer) error {
 	ckpt := fs.String("ckpt", "", "checkpoint file")
 	n := fs.Int("len", 200, "bytes to generate")
 	prompt := fs.String("prompt", "Light ", "text to continue")
-	temp := fs.Float64("temp", 0.8, "sampling temperature (<= 0: greedy)")
+	temp := fs.Float64("temp", 0.8, "sampling temperature (<= 0: greedy; finite)")
 	seed := fs.Uint64("seed", 1, "seed of the sampling generator")
+	memLimit := fs.Float64("mem-limit", 0, "GiB sampling may use (0: the machine's MemAvailable)")
 	if err := parse(fs, args, stderr, ckpt); err != nil {
 		return err
 	}
 	if *n < 0 {
 		return usageError{errors.Errorf("-len %d must not be negative", *n)}
 	}
+	if math.IsNaN(*temp) || math.IsInf(*temp, 0) {
+		return usageError{errors.Errorf("-temp %v must be a finite number (<= 0: greedy)", *temp)}
+	}
+	avail, err := availMemory(*memLimit)
+	if err != nil {
+		return err
+	}
 	p, cfg, err := trainer.LoadModel(*ckpt)
 	if err != nil {
 		return err
 	}
-	out, err := trainer.Sample(p, cfg.Model, trainer.SampleOptions{Prompt: []byte(*prompt), N: *n, Temperature: *temp, Seed: *seed,
-		Window: cfg.SeqLen})
+	opt := trainer.SampleOptions{Prompt: []byte(*prompt), N: *n, Temperature: *temp, Seed: *seed, Window: cfg.SeqLen}
+	if e := trainer.EstimateSampleMemory(cfg.Model, opt, int(p.Dtype().Size())); avail > 0 && e.Total > avail {
+		return usageError{errors.Errorf("sampling needs about %s, more than the %s available (MemAvailable, or -mem-limit); use a shorter -prompt or -len", e, bytesString(avail))}
+	}
+	out, err := trainer.Sample(p, cfg.Model, opt)
 	if err != nil {
 		return err
 	}

@@ -158,6 +158,20 @@ var badInputs = []probe{
 	{"checkpoint", []string{"info", "-ckpt", "{dir}/corpus.txt"}, 1, []string{"corpus.txt"}},
 	{"checkpoint", []string{"sample", "-ckpt", "{dir}/lm.ckpt", "-len", "-1"}, 2, []string{"-len -1"}},
 	{"checkpoint", []string{"export", "-ckpt", "{dir}/lm.ckpt"}, 2, []string{"-out is required"}},
+	// A non-finite temperature was accepted (30.9).
+	{"checkpoint", []string{"sample", "-ckpt", "{dir}/lm.ckpt", "-temp", "NaN"}, 2, []string{"-temp NaN", "finite"}},
+	{"checkpoint", []string{"sample", "-ckpt", "{dir}/lm.ckpt", "-temp", "Inf"}, 2, []string{"-temp +Inf", "finite"}},
+	{"checkpoint", []string{"sample", "-ckpt", "{dir}/lm.ckpt", "-temp", "-Inf"}, 2, []string{"-temp -Inf", "finite"}},
+	// Evaluation had no memory bound (30.1): a window longer than the text,
+	// and a graph over the memory, are refused before allocating.
+	{"checkpoint", []string{"eval", "-ckpt", "{dir}/lm.ckpt", "-len", "100000000"}, 2, []string{"-len 100000000", "too short for one window", "smaller -len"}},
+	{"checkpoint", []string{"eval", "-ckpt", "{dir}/lm.ckpt", "-len", "2000", "-stream=false", "-mem-limit", "0.02"}, 2,
+		[]string{"-len 2000", "evaluation needs about", "materialised attention", "more than the 20.5 MiB available", "-stream (the streaming attention, O(T) memory) needs about"}},
+	{"checkpoint", []string{"eval", "-ckpt", "{dir}/lm.ckpt", "-len", "2000", "-stream", "-mem-limit", "0.001"}, 2,
+		[]string{"-len 2000", "streaming attention", "more than the 1.0 MiB available", "smaller -len or -batch"}},
+	{"checkpoint", []string{"eval", "-ckpt", "{dir}/lm.ckpt", "-stream=maybe"}, 2, []string{"-stream", "true, false or auto"}},
+	{"checkpoint", []string{"eval", "-ckpt", "{dir}/lm.ckpt", "-mem-limit", "-1"}, 2, []string{"-mem-limit -1"}},
+	{"checkpoint", []string{"sample", "-ckpt", "{dir}/lm.ckpt", "-mem-limit", "NaN"}, 2, []string{"-mem-limit NaN"}},
 }
 
 // TestBadInputs runs the corpus: each invocation exits with its status,

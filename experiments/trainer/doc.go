@@ -162,6 +162,19 @@
 // that cannot run at Le (a learned table) returns the layer's error, which
 // wraps posenc.ErrBeyondTable.
 //
+// Evaluation memory. EstimateEvalMemory estimates the bytes of an
+// Evaluator's graph (forward values only: the [B*T, ·] values of the blocks
+// and the logits, and, materialised, the [B, H, T, T] probabilities and
+// terms, the [H, T, T] biases and the [T, T] causal mask, with per-encoding
+// costs fitted to measured allocations; with layers.Config.Stream no T²
+// term, O(T) in all). CheckEvalMemory compares it with the available
+// memory (MemAvailable) and returns a *MemoryError stating the estimate,
+// the memory and what helps (-stream if the encoding can, StreamError, else
+// a smaller -len or -batch). NewEvaluator refuses such a graph before
+// building it; ScoreText and Evaluate refuse a text shorter than one window
+// first (ErrTooShort). EstimateSampleMemory is the estimate of Sample's
+// largest graph; PeakRSS reads the process's peak resident set size.
+//
 // # Checkpoints
 //
 // A checkpoint is a safetensors file holding every parameter under its name
@@ -197,5 +210,6 @@
 //
 // Sample continues a prompt byte by byte with temperature sampling from a
 // seeded generator, over a sliding context of at most Window bytes (the
-// training length for models without relative positions).
+// training length for models without relative positions). The
+// temperature must be finite; NaN and ±Inf are errors.
 package trainer

@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/pkg/errors"
@@ -29,12 +30,18 @@ type Evaluator struct {
 }
 
 // NewEvaluator builds the forward graph of model over the weights of p for
-// batch windows of length tokens (positions 0..length-1). A model that
-// cannot run at that length (a learned table shorter than length) returns
-// the layer's error, with context.
+// batch windows of length tokens (positions 0..length-1). A graph
+// estimated above the machine's available memory (CheckEvalMemory) is
+// refused before anything is allocated, with a *MemoryError stating the
+// estimate and what helps (model.Stream, a smaller length or batch). A
+// model that cannot run at that length (a learned table shorter than
+// length) returns the layer's error, with context.
 func NewEvaluator(p *graph.Params, model layers.Config, batch, length int) (*Evaluator, error) {
 	if batch <= 0 || length <= 0 {
 		return nil, errors.Errorf("evaluator: batch %d and length %d must be positive", batch, length)
+	}
+	if err := CheckEvalMemory(model, batch, length, int(p.Dtype().Size()), 0); err != nil {
+		return nil, errors.WithMessagef(err, "evaluator: [%d, %d] graph", batch, length)
 	}
 	e := &Evaluator{Batch: batch, Len: length, Model: model, p: p, g: G.NewGraph()}
 	lm, err := layers.NewLM(e.g, p, model)
@@ -206,7 +213,7 @@ func (e *Evaluator) Score(text []byte, lastNs []int, maxWindows int) ([]Score, e
 	n := len(text)
 	full := Windows(n, le)
 	if full == 0 {
-		return nil, errors.Errorf("score: %d bytes, too short for one window of %d+1 bytes", n, le)
+		return nil, tooShort(n, le)
 	}
 	var wins []window
 	if maxWindows > 0 {
@@ -272,6 +279,44 @@ func (e *Evaluator) Eval(data []byte, lastN, maxWindows int) (EvalResult, error)
 	return s[0].Result(), nil
 }
 
+// ErrTooShort is wrapped by the error of Score, ScoreText and Evaluate for a
+// text shorter than one window (Len+1 bytes).
+var ErrTooShort = errors.New("text too short for one window")
+
+// tooShortError is the error for Bytes bytes at window length Len; it is
+// ErrTooShort (errors.Is).
+type tooShortError struct{ bytes, len int }
+
+func (e tooShortError) Error() string {
+	return fmt.Sprintf("score: %d bytes, too short for one window of %d+1 bytes (window length %d)", e.bytes, e.len, e.len)
+}
+
+func (e tooShortError) Is(target error) bool { return target == ErrTooShort }
+
+// tooShort is the error for n bytes at window length le.
+func tooShort(n, le int) error { return tooShortError{n, le} }
+
+// RunBatch returns the batch ScoreText (scoring) or Evaluate builds for n
+// bytes: opt.Batch (0: 8) capped at the number of windows run (ScoreText:
+// the full windows and the tail window, or at most opt.MaxWindows full
+// ones; Evaluate: the full windows), so a short text needs no padding; 0
+// if the text is shorter than one window.
+func RunBatch(n int, opt EvalOptions, scoring bool) int {
+	b := opt.Batch
+	if b == 0 {
+		b = 8
+	}
+	nw := Windows(n, opt.Len)
+	if scoring {
+		if opt.MaxWindows > 0 {
+			nw = min(nw, opt.MaxWindows)
+		} else {
+			nw = ScoreWindows(n, opt.Len)
+		}
+	}
+	return min(b, nw)
+}
+
 // EvalOptions configures Evaluate and ScoreText.
 type EvalOptions struct {
 	// Len is the window length Le (required).
@@ -290,19 +335,19 @@ type EvalOptions struct {
 // ScoreText builds an Evaluator for model over p at length opt.Len with
 // batch min(opt.Batch, windows run), scores text with every protocol of
 // lastNs (see Evaluator.Score; opt.LastN is ignored) and releases the graph.
-// A model that cannot run at opt.Len (a learned table shorter than it)
-// returns the layer's error, which wraps posenc.ErrBeyondTable.
+// A text shorter than one window is refused before the graph is built
+// (an error wrapping ErrTooShort, naming both lengths), and so is a graph
+// over the available memory (NewEvaluator). A model that cannot run at
+// opt.Len (a learned table shorter than it) returns the layer's error,
+// which wraps posenc.ErrBeyondTable.
 func ScoreText(p *graph.Params, model layers.Config, text []byte, lastNs []int, opt EvalOptions) ([]Score, error) {
-	if opt.Batch == 0 {
-		opt.Batch = 8
+	if opt.Len <= 0 {
+		return nil, errors.Errorf("score: length %d must be positive", opt.Len)
 	}
-	nw := ScoreWindows(len(text), opt.Len)
-	if opt.MaxWindows > 0 {
-		nw = min(Windows(len(text), opt.Len), opt.MaxWindows)
+	if Windows(len(text), opt.Len) == 0 {
+		return nil, tooShort(len(text), opt.Len)
 	}
-	if nw > 0 && nw < opt.Batch {
-		opt.Batch = nw // no padding rows for a short text
-	}
+	opt.Batch = RunBatch(len(text), opt, true) // no padding rows for a short text
 	e, err := NewEvaluator(p, model, opt.Batch, opt.Len)
 	if err != nil {
 		return nil, err
@@ -314,14 +359,16 @@ func ScoreText(p *graph.Params, model layers.Config, text []byte, lastNs []int, 
 // Evaluate builds an Evaluator for model over p at length opt.Len, scores
 // the full windows of data with one protocol (see Evaluator.Eval) and
 // releases the graph. The extrapolation study calls it at Le = L, 2L, 4L, 8L
-// on the same Params.
+// on the same Params. A text shorter than one window is refused before the
+// graph is built, as by ScoreText.
 func Evaluate(p *graph.Params, model layers.Config, data []byte, opt EvalOptions) (EvalResult, error) {
-	if opt.Batch == 0 {
-		opt.Batch = 8
+	if opt.Len <= 0 {
+		return EvalResult{}, errors.Errorf("score: length %d must be positive", opt.Len)
 	}
-	if nw := Windows(len(data), opt.Len); nw > 0 && nw < opt.Batch {
-		opt.Batch = nw // no padding rows for a short text
+	if Windows(len(data), opt.Len) == 0 {
+		return EvalResult{}, tooShort(len(data), opt.Len)
 	}
+	opt.Batch = RunBatch(len(data), opt, false) // no padding rows for a short text
 	e, err := NewEvaluator(p, model, opt.Batch, opt.Len)
 	if err != nil {
 		return EvalResult{}, err

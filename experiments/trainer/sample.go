@@ -19,7 +19,8 @@ type SampleOptions struct {
 	Prompt []byte
 	// N is the number of bytes to generate.
 	N int
-	// Temperature divides the logits; <= 0 means greedy (argmax).
+	// Temperature divides the logits; <= 0 means greedy (argmax). It must
+	// be finite (NaN and ±Inf are errors).
 	Temperature float64
 	// Seed seeds the sampling generator.
 	Seed uint64
@@ -34,13 +35,18 @@ type SampleOptions struct {
 // the context being the last Window bytes. A causal model uses one forward
 // graph of batch 1 and length min(Window, len(prompt)+N): the context sits at
 // positions 0.. with zero bytes after it, which the causal mask hides. A
-// non-causal model uses one graph per context length.
+// non-causal model uses one graph per context length. A graph over the
+// available memory is refused before it is built (NewEvaluator;
+// EstimateSampleMemory estimates the largest).
 func Sample(p *graph.Params, model layers.Config, opt SampleOptions) ([]byte, error) {
 	if opt.Window <= 0 {
 		return nil, errors.Errorf("sample: window %d must be positive", opt.Window)
 	}
 	if opt.N < 0 {
 		return nil, errors.Errorf("sample: %d bytes asked", opt.N)
+	}
+	if math.IsNaN(opt.Temperature) || math.IsInf(opt.Temperature, 0) {
+		return nil, errors.Errorf("sample: temperature %v must be finite", opt.Temperature)
 	}
 	if opt.N == 0 {
 		return []byte{}, nil
