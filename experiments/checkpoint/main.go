@@ -258,7 +258,8 @@ func exportCmd(args []string, stdout, stderr io.Writer) error {
 	for _, t := range ck.Params {
 		total += len(t.Data)
 	}
-	fmt.Fprintf(stdout, "wrote %s: the weights of a %s model, step %d: %d parameters in %d tensors\n", *out, trainer.KindOf(ck.Kind()), ck.Step,
+	k := trainer.KindOf(ck.Kind())
+	fmt.Fprintf(stdout, "wrote %s: the weights of a %s model (%s), step %d: %d parameters in %d tensors\n", *out, k.Kind, k.Model, ck.Step,
 		total, len(ck.Params))
 	return nil
 }
