@@ -3,8 +3,8 @@
 //
 //	go run ./experiments/checkpoint eval -ckpt F [-len 64,128,...] [-last-n K] [-corpus C] [-batch B] [-max-windows W] [-stream[=false]] [-mem-limit GiB]
 //	go run ./experiments/checkpoint sample -ckpt F -len N -prompt P -temp T [-seed S] [-mem-limit GiB]
-//	go run ./experiments/checkpoint export -ckpt F -out W
-//	go run ./experiments/checkpoint info -ckpt F
+//	go run ./experiments/checkpoint export -ckpt F -out W [-force]
+//	go run ./experiments/checkpoint info -ckpt F|W
 //
 // eval prints the validation bits per byte at each window length (default:
 // the training length) over the whole validation split of the checkpoint's
@@ -27,9 +27,24 @@
 // peak RSS at the end.
 //
 // sample continues a prompt (-temp must be finite; its graph's estimate
-// is checked against the memory as well); export writes the
-// weights alone (trainer.ExportWeights); info prints the configuration, the
-// step, the provenance, the corpus hash and the parameters.
+// is checked against the memory as well).
+//
+// export writes the weights alone (trainer.ExportCheckpoint), atomically
+// (a temporary file renamed over W, so an interrupted export leaves the old
+// W intact); info prints the kind, the configuration, the step, the provenance, the corpus
+// hash and the parameters of a checkpoint, or the kind, configuration and
+// parameters of an exported weights file.
+//
+// export refuses (exit 2), unless -force, a W that is the checkpoint F
+// itself, that holds a training checkpoint, or that exists and is not an
+// exported weights file; a W that is a directory or not a regular file is
+// always refused.
+//
+// A checkpoint records the kind of its model (trainer.Task.Kind; "lm" in
+// older files). eval and sample serve the byte language model ("lm") only:
+// given a checkpoint of another kind (a ViT, a graph Transformer, ...) they
+// exit with status 2 naming the kind and the command that serves it
+// (trainer.KindOf). export and info take every kind.
 //
 // Every subcommand prints the BLAS in use on stderr first. Bad usage exits
 // with status 2, a failure with status 1.
@@ -40,6 +55,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"sort"
@@ -145,6 +161,9 @@ func evalCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	ck, err := trainer.LoadCheckpoint(*ckpt)
 	if err != nil {
+		return err
+	}
+	if err := requireLM(*ckpt, ck); err != nil {
 		return err
 	}
 	p, cfg, err := trainer.LoadModel(*ckpt)
@@ -268,6 +287,11 @@ func sampleCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if ck, err := trainer.LoadCheckpoint(*ckpt); err != nil {
+		return err
+	} else if err := requireLM(*ckpt, ck); err != nil {
+		return err
+	}
 	p, cfg, err := trainer.LoadModel(*ckpt)
 	if err != nil {
 		return err
@@ -284,24 +308,81 @@ func sampleCmd(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// requireLM returns a usage error naming the kind of ck (read from path)
+// and the command that serves it unless ck holds a byte language model.
+func requireLM(path string, ck *trainer.Checkpoint) error {
+	if ck.Kind() == "lm" {
+		return nil
+	}
+	k := trainer.KindOf(ck.Kind())
+	return usageError{errors.Errorf("%s holds a %s model (%s), not a byte language model; %s", path, k.Kind, k.Model, k.Serving(path))}
+}
+
 func exportCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("export", flag.ContinueOnError)
 	ckpt := fs.String("ckpt", "", "checkpoint file")
 	out := fs.String("out", "", "weights file to write (safetensors)")
+	force := fs.Bool("force", false, "overwrite -out even if it is the checkpoint, another training checkpoint or another file")
 	if err := parse(fs, args, stderr, ckpt); err != nil {
 		return err
 	}
 	if *out == "" {
 		return usageError{errors.New("-out is required")}
 	}
-	p, cfg, err := trainer.LoadModel(*ckpt)
+	if err := checkExportOut(*out, *ckpt, *force); err != nil {
+		return err
+	}
+	ck, err := trainer.LoadCheckpoint(*ckpt)
 	if err != nil {
 		return err
 	}
-	if err := trainer.ExportWeights(*out, p, cfg); err != nil {
+	if err := trainer.ExportCheckpoint(*out, ck); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "wrote %s: %d parameters in %d tensors\n", *out, p.Count(), len(p.Names()))
+	total := 0
+	for _, t := range ck.Params {
+		total += len(t.Data)
+	}
+	k := trainer.KindOf(ck.Kind())
+	fmt.Fprintf(stdout, "wrote %s: the weights of a %s model (%s), step %d: %d parameters in %d tensors\n", *out, k.Kind, k.Model, ck.Step,
+		total, len(ck.Params))
+	return nil
+}
+
+// checkExportOut returns a usage error if export must not write out (the
+// -out of checkpoint -ckpt ckpt): a directory or a file that is not regular
+// (always); unless force, the checkpoint itself, a file holding a training
+// checkpoint, or an existing file that is not an exported weights file. A
+// file that does not exist yet, or holds exported weights, may be written.
+func checkExportOut(out, ckpt string, force bool) error {
+	st, err := os.Stat(out)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return usageError{errors.Errorf("-out %s: %v", out, err)}
+	}
+	if st.IsDir() {
+		return usageError{errors.Errorf("-out %s is a directory; name the weights file to write", out)}
+	}
+	if !st.Mode().IsRegular() {
+		return usageError{errors.Errorf("-out %s is not a regular file (%v); name the weights file to write", out, st.Mode().Type())}
+	}
+	if force {
+		return nil
+	}
+	if src, err := os.Stat(ckpt); err == nil && os.SameFile(st, src) {
+		return usageError{errors.Errorf("-out %s is the checkpoint -ckpt %s: exporting would replace the training checkpoint (weights, optimizer state, step) by the weights alone; name another file (-force overwrites it)", out, ckpt)}
+	}
+	kind, format, err := trainer.FileFormat(out)
+	switch {
+	case err != nil:
+		return usageError{errors.Errorf("-out %s exists and cannot be read to check what it holds (%v); -force overwrites it", out, err)}
+	case kind == trainer.FormatCheckpoint:
+		return usageError{errors.Errorf("-out %s holds a training checkpoint (%s); exporting would replace it by the weights alone; name another file (-force overwrites it)", out, format)}
+	case kind != trainer.FormatWeights:
+		return usageError{errors.Errorf("-out %s exists and is not an exported weights file; name another file (-force overwrites it)", out)}
+	}
 	return nil
 }
 
@@ -311,11 +392,15 @@ func infoCmd(args []string, stdout, stderr io.Writer) error {
 	if err := parse(fs, args, stderr, ckpt); err != nil {
 		return err
 	}
+	if kind, _, err := trainer.FileFormat(*ckpt); err == nil && kind == trainer.FormatWeights {
+		return weightsInfo(*ckpt, stdout)
+	}
 	ck, err := trainer.LoadCheckpoint(*ckpt)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "checkpoint %s\nformat: %s\nstep: %d of %d\n", *ckpt, ck.Format, ck.Step, ck.Config.Steps)
+	fmt.Fprintf(stdout, "checkpoint %s\nformat: %s (training checkpoint)\nkind: %s; %s\nstep: %d of %d\n", *ckpt, ck.Format,
+		trainer.KindOf(ck.Kind()), trainer.KindOf(ck.Kind()).Serving(*ckpt), ck.Step, ck.Config.Steps)
 	corpus := ck.CorpusPath
 	if corpus == "" {
 		corpus = "(not recorded)"
@@ -336,21 +421,44 @@ func infoCmd(args []string, stdout, stderr io.Writer) error {
 	if ck.Provenance.BLAS != "" {
 		fmt.Fprintf(stdout, "written by: %s\n", ck.Provenance)
 	}
-	cfg, err := json.MarshalIndent(ck.Config, "", "  ")
+	return printModel(stdout, ck.Config, ck.Params)
+}
+
+// weightsInfo prints what the exported weights file path holds.
+func weightsInfo(path string, stdout io.Writer) error {
+	w, err := trainer.LoadWeights(path)
+	if err != nil {
+		return err
+	}
+	k := trainer.KindOf(w.Task)
+	fmt.Fprintf(stdout, "weights %s\nformat: %s (exported weights: no optimizer state, step or checksum)\nkind: %s\n", path, w.Format, k)
+	if w.TaskConfig != nil {
+		fmt.Fprintf(stdout, "task config: %s\n", w.TaskConfig)
+	}
+	if w.Provenance.BLAS != "" {
+		fmt.Fprintf(stdout, "exported by: %s\n", w.Provenance)
+	}
+	return printModel(stdout, w.Config, w.Params)
+}
+
+// printModel prints the configuration and the parameters, by name, with
+// their shapes.
+func printModel(stdout io.Writer, config trainer.Config, params map[string]trainer.Tensor) error {
+	cfg, err := json.MarshalIndent(config, "", "  ")
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "config: %s\n", cfg)
-	names := make([]string, 0, len(ck.Params))
+	names := make([]string, 0, len(params))
 	total := 0
-	for n, t := range ck.Params {
+	for n, t := range params {
 		names = append(names, n)
 		total += len(t.Data)
 	}
 	sort.Strings(names)
 	fmt.Fprintf(stdout, "parameters: %d in %d tensors\n", total, len(names))
 	for _, n := range names {
-		fmt.Fprintf(stdout, "  %-24s %v\n", n, ck.Params[n].Shape)
+		fmt.Fprintf(stdout, "  %-24s %v\n", n, params[n].Shape)
 	}
 	return nil
 }

@@ -14,6 +14,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rpe-go/rpe/experiments/trainer"
+	"github.com/rpe-go/rpe/layers"
 )
 
 // commands are the main packages the corpus runs, by binary name.
@@ -172,6 +175,20 @@ var badInputs = []probe{
 	{"checkpoint", []string{"eval", "-ckpt", "{dir}/lm.ckpt", "-stream=maybe"}, 2, []string{"-stream", "true, false or auto"}},
 	{"checkpoint", []string{"eval", "-ckpt", "{dir}/lm.ckpt", "-mem-limit", "-1"}, 2, []string{"-mem-limit -1"}},
 	{"checkpoint", []string{"sample", "-ckpt", "{dir}/lm.ckpt", "-mem-limit", "NaN"}, 2, []string{"-mem-limit NaN"}},
+	// export overwrote its source (30.2): -out the checkpoint itself (by any
+	// path), another training checkpoint or another file needs -force; a
+	// directory is refused.
+	{"checkpoint", []string{"export", "-ckpt", "{dir}/lm.ckpt", "-out", "{dir}/lm.ckpt"}, 2, []string{"-out {dir}/lm.ckpt is the checkpoint", "-force"}},
+	{"checkpoint", []string{"export", "-ckpt", "lm.ckpt", "-out", "{dir}/./lm.ckpt"}, 2, []string{"is the checkpoint -ckpt lm.ckpt", "-force"}},
+	{"checkpoint", []string{"export", "-ckpt", "{dir}/lm.ckpt", "-out", "{dir}/vit.ckpt"}, 2, []string{"-out {dir}/vit.ckpt holds a training checkpoint", "-force"}},
+	{"checkpoint", []string{"export", "-ckpt", "{dir}/lm.ckpt", "-out", "{dir}/corpus.txt"}, 2, []string{"-out {dir}/corpus.txt", "not an exported weights file", "-force"}},
+	{"checkpoint", []string{"export", "-ckpt", "{dir}/lm.ckpt", "-out", "{dir}", "-force"}, 2, []string{"-out {dir} is a directory"}},
+	// A checkpoint of another kind failed with "vocab 0" (30.5): named, with what serves it.
+	{"checkpoint", []string{"eval", "-ckpt", "{dir}/vit.ckpt"}, 2, []string{"holds a vit model", "not a byte language model", "go run ./experiments/vision", "checkpoint info -ckpt"}},
+	{"checkpoint", []string{"sample", "-ckpt", "{dir}/vit.ckpt"}, 2, []string{"holds a vit model", "go run ./experiments/vision"}},
+	{"checkpoint", []string{"eval", "-ckpt", "{dir}/lm.weights"}, 1, []string{"lm.weights", "exported weights file", "not a training checkpoint"}},
+	{"checkpoint", []string{"info", "-ckpt", "{dir}/lm.weights"}, 0, nil},
+	{"checkpoint", []string{"info", "-ckpt", "{dir}/vit.ckpt"}, 0, nil},
 }
 
 // TestBadInputs runs the corpus: each invocation exits with its status,
@@ -204,7 +221,9 @@ func TestBadInputs(t *testing.T) {
 }
 
 // fixture makes the working directory of the probes: corpus.txt (a small
-// text) and lm.ckpt, a tiny language model trained on it for 2 updates.
+// text), lm.ckpt, a tiny language model trained on it for 2 updates,
+// lm.weights, its weights exported by `checkpoint export`, and vit.ckpt, a
+// checkpoint of kind "vit" (writeViT).
 func fixture(t *testing.T) string {
 	dir := t.TempDir()
 	var b strings.Builder
@@ -223,29 +242,85 @@ func fixture(t *testing.T) string {
 	if status != 0 {
 		t.Fatalf("training the fixture checkpoint: exit %d\n%s", status, stderr)
 	}
+	if status, stderr := runIn(t, dir, "checkpoint", "export", "-ckpt", filepath.Join(dir, "lm.ckpt"), "-out", filepath.Join(dir, "lm.weights")); status != 0 {
+		t.Fatalf("exporting the fixture checkpoint: exit %d\n%s", status, stderr)
+	}
+	writeViT(t, filepath.Join(dir, "vit.ckpt"))
 	return dir
+}
+
+// writeViT writes a checkpoint of kind "vit" to path, as the vision study's
+// engine (trainer.RunTask) records one: task "vit", a task configuration,
+// an encoder without a vocabulary. Its weights are not a trained model.
+func writeViT(t *testing.T, path string) {
+	t.Helper()
+	cfg := trainer.DefaultConfig()
+	cfg.Model = layers.Config{DModel: 4, Heads: 1, Layers: 1, FFN: 8, Eps: 1e-5, InitStd: 0.02, Pos: "rope-2d"}
+	ck := &trainer.Checkpoint{Config: cfg, Step: 1, Task: "vit", TaskConfig: []byte(`{"patch":4,"classes":10}`), Params: map[string]trainer.Tensor{
+		"patch_embed/w": {Shape: []int{16, 4}, Data: make([]float64, 64)},
+		"patch_embed/b": {Shape: []int{4}, Data: make([]float64, 4)},
+		"head/w":        {Shape: []int{4, 10}, Data: make([]float64, 40)},
+	}}
+	if err := ck.Save(path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCheckpointKinds: export writes the weights of a checkpoint of any
+// kind, and info reads what export wrote (30.5).
+func TestCheckpointKinds(t *testing.T) {
+	dir := fixture(t)
+	out := t.TempDir()
+	w := filepath.Join(out, "vit.weights")
+	status, stdout, stderr := runOut(t, dir, "checkpoint", "export", "-ckpt", filepath.Join(dir, "vit.ckpt"), "-out", w)
+	if status != 0 || !strings.Contains(stdout, "the weights of a vit model") {
+		t.Errorf("export of vit.ckpt: exit %d\n%s%s", status, stdout, stderr)
+	}
+	for file, want := range map[string][]string{
+		w:                                {"exported weights", "kind: vit", `"Pos": "rope-2d"`, "patch_embed/w", "[16 4]"},
+		filepath.Join(dir, "lm.weights"): {"exported weights", "kind: lm", `"Pos": "rope"`, "tok_emb", "[256 16]", "head/w"},
+		filepath.Join(dir, "vit.ckpt"):   {"training checkpoint", "kind: vit", "go run ./experiments/vision", "patch_embed/b"},
+	} {
+		status, stdout, stderr := runOut(t, dir, "checkpoint", "info", "-ckpt", file)
+		if status != 0 {
+			t.Errorf("info %s: exit %d\n%s", file, status, stderr)
+		}
+		for _, s := range want {
+			if !strings.Contains(stdout, s) {
+				t.Errorf("info %s lacks %q:\n%s", file, s, stdout)
+			}
+		}
+	}
 }
 
 // runIn runs bin/cmd args in dir and returns its exit status and stderr.
 func runIn(t *testing.T, dir, cmd string, args ...string) (int, string) {
 	t.Helper()
+	status, _, stderr := runOut(t, dir, cmd, args...)
+	return status, stderr
+}
+
+// runOut runs bin/cmd args in dir and returns its exit status, stdout and
+// stderr.
+func runOut(t *testing.T, dir, cmd string, args ...string) (int, string, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := exec.CommandContext(ctx, filepath.Join(bin, cmd), args...)
 	c.Dir = dir
-	var stderr bytes.Buffer
-	c.Stdout, c.Stderr = &bytes.Buffer{}, &stderr
+	var stdout, stderr bytes.Buffer
+	c.Stdout, c.Stderr = &stdout, &stderr
 	err := c.Run()
 	if ctx.Err() != nil {
 		t.Fatalf("%s %q did not end within 2 minutes", cmd, args)
 	}
 	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode(), stderr.String()
+		return ee.ExitCode(), stdout.String(), stderr.String()
 	}
 	if err != nil {
 		t.Fatalf("%s %q: %v", cmd, args, err)
 	}
-	return 0, stderr.String()
+	return 0, stdout.String(), stderr.String()
 }
 
 // snapshot describes every file and directory below dir: path, mode, size,

@@ -398,6 +398,8 @@ func DecodeCheckpoint(buf []byte) (ck *Checkpoint, err error) {
 	case checkpointFormat, checkpointFormatV3:
 		withMeta = meta
 	case checkpointFormatV1:
+	case weightsFormat:
+		return nil, errors.Errorf("is an exported weights file (%s), not a training checkpoint: it holds the weights and the configuration alone (go run ./experiments/checkpoint info reads it)", weightsFormat)
 	default:
 		return nil, errors.Errorf("format %q, want %q or %q (not written by this trainer?)", meta["format"], checkpointFormat, checkpointFormatV3)
 	}

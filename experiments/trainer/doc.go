@@ -202,9 +202,15 @@
 // N; nothing to do"). A run stopped at step k and resumed from its
 // checkpoint reproduces the losses of an uninterrupted run exactly.
 // LoadModel returns the weights and configuration of a checkpoint for
-// evaluation or sampling; ExportWeights writes the weights alone as a plain
-// safetensors file. The command experiments/checkpoint evaluates, samples,
-// exports and describes checkpoints.
+// evaluation or sampling; ExportWeights (a model) and ExportCheckpoint (a
+// checkpoint of any kind) write the weights alone as a plain safetensors
+// file, atomically, recording the configuration and the kind; LoadWeights
+// reads such a file back, and FileFormat tells from the header alone
+// whether a file is a training checkpoint, exported weights or neither.
+// Checkpoint.Kind is the task kind a checkpoint records; KindOf describes
+// each kind of the project (Kinds) and the command that evaluates it. The
+// command experiments/checkpoint evaluates, samples, exports and describes
+// checkpoints.
 //
 // # Sampling
 //

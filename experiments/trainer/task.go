@@ -98,3 +98,79 @@ func unitsOf(task Task) Units {
 	}
 	return u
 }
+
+// KindInfo describes a checkpoint kind (Task.Kind): the model a checkpoint
+// of that kind holds and the command that trains and evaluates it.
+type KindInfo struct {
+	// Kind is the Task.Kind ("lm", "vit", ...).
+	Kind string
+	// Model describes the model and the command or study that trains it.
+	Model string
+	// Command is the command that evaluates a checkpoint of the kind
+	// ("go run ./experiments/vision").
+	Command string
+	// File reports whether Command evaluates a checkpoint file given to it
+	// (only experiments/checkpoint, for "lm"); a study command evaluates
+	// the models it trains under its output directory.
+	File bool
+	// Known is false for a kind no Task of this build has.
+	Known bool
+}
+
+// kinds is every Task.Kind of the project's tasks (the language model of
+// this package, the studies of experiments/visionstudy, graphstudy,
+// timestudy and codestudy) and what serves it.
+var kinds = []KindInfo{
+	{Kind: lmKind, Model: "a byte-level language model, trained by experiments/train or the extrapolation study",
+		Command: "go run ./experiments/checkpoint eval|sample", File: true, Known: true},
+	{Kind: "vit", Model: "a ViT image classifier of the vision study", Command: "go run ./experiments/vision", Known: true},
+	{Kind: "graph", Model: "a graph Transformer of the graph study", Command: "go run ./experiments/graphs", Known: true},
+	{Kind: "times", Model: "an event-sequence language model of the time study", Command: "go run ./experiments/times", Known: true},
+	{Kind: "code", Model: "a byte-level language model on Go source of the code study", Command: "go run ./experiments/code", Known: true},
+}
+
+// Kinds returns the KindInfo of every known checkpoint kind, "lm" first.
+func Kinds() []KindInfo { return append([]KindInfo(nil), kinds...) }
+
+// KindOf returns the KindInfo of kind ("" is "lm", as in a v1 or v2
+// checkpoint). An unknown kind (a checkpoint of a newer build, or of a task
+// outside the project) has Known false and no Command.
+func KindOf(kind string) KindInfo {
+	if kind == "" {
+		kind = lmKind
+	}
+	for _, k := range kinds {
+		if k.Kind == kind {
+			return k
+		}
+	}
+	return KindInfo{Kind: kind, Model: "a model of a task this build does not know"}
+}
+
+// String is "<kind> (<model>)".
+func (k KindInfo) String() string { return k.Kind + " (" + k.Model + ")" }
+
+// Serving says in a sentence what evaluates a checkpoint of the kind, for
+// error messages (path names the file; "" is "FILE"): the command for
+// "lm"; for a study's kind, that no command evaluates a single file but the
+// study evaluates the models it trains; for an unknown kind, that no
+// command of this build evaluates it. Each names `checkpoint info`, which
+// shows a checkpoint of any kind, unless the command serves the file.
+func (k KindInfo) Serving(path string) string {
+	if path == "" {
+		path = "FILE"
+	}
+	info := "go run ./experiments/checkpoint info -ckpt " + path + " shows it"
+	switch {
+	case k.File:
+		return "evaluate it with " + k.Command + " -ckpt " + path
+	case k.Known:
+		return "no command evaluates a single " + k.Kind + " checkpoint file: " + k.Command +
+			" trains and evaluates the models of its study (under its output directory); " + info
+	}
+	return "no command of this build evaluates it; " + info
+}
+
+// Kind is the checkpoint's Task.Kind ("lm" for a v1 or v2 file, which
+// records none).
+func (ck *Checkpoint) Kind() string { return ck.kind() }
