@@ -190,21 +190,17 @@ var (
 // unknown name.
 func OptionsOf(name string) []string {
 	usesOnce.Do(deriveUses)
-	var out []string
+	set := map[string]bool{}
 	for _, part := range strings.Split(name, CombineSep) {
 		u, ok := uses[part]
 		if !ok {
 			return nil
 		}
-		out = append(out, u...)
-	}
-	var ordered []string
-	for _, d := range optionDocs {
-		if slices.Contains(out, d.Name) {
-			ordered = append(ordered, d.Name)
+		for _, o := range u {
+			set[o] = true
 		}
 	}
-	return ordered
+	return inOrder(set)
 }
 
 // OptionsFor returns the options that at least one of the encodings names
@@ -216,6 +212,11 @@ func OptionsFor(names []string) []string {
 			set[o] = true
 		}
 	}
+	return inOrder(set)
+}
+
+// inOrder returns the options of set in declaration order.
+func inOrder(set map[string]bool) []string {
 	var out []string
 	for _, d := range optionDocs {
 		if set[d.Name] {
