@@ -59,6 +59,8 @@ type Attention struct {
 	p          *graph.Params
 	probs      *G.Node
 	probe      *graph.AttentionProbe
+	mem        *KV // cached keys and values of the current FwdCached, or nil
+	newKV      KV  // the current call's own projected keys and values
 }
 
 // Probs returns the attention probabilities [B, H, Tq, Tk] of the last Fwd
@@ -126,15 +128,56 @@ func (a *Attention) Fwd(xq, xkv *G.Node, span posenc.Span, mask *G.Node) (*G.Nod
 // does not serve, and an error naming the mask's shape for a mask that is
 // not a key-padding mask [B, 1, 1, Tk] with a value.
 func (a *Attention) FwdPositions(xq, xkv *G.Node, span posenc.Span, pos *posenc.Positions, mask *G.Node) (*G.Node, error) {
+	out, _, err := a.fwd(xq, xkv, nil, span, pos, mask)
+	return out, err
+}
+
+// KV holds projected keys and values of one attention layer, heads merged:
+// K and V [B, M, d], before any rotation of the position encoding (the
+// encoding's QKTransformer is applied to the cached and the new keys
+// together, at their span positions, every time the layer runs).
+type KV struct{ K, V *G.Node }
+
+// FwdCached is self-attention of xq [B, Tq, d] to the cached keys and
+// values mem (projected, [B, M, d]) followed by xq's own: the keys are
+// concat(mem.K, K(xq)) [B, M+Tq, d], so span must have TK = M+Tq (the cache
+// at KStart..KStart+M-1, xq at QStart = KStart+M for a contiguous cache).
+// It returns the output [B, Tq, d] and xq's projected keys and values
+// [B, Tq, d], which the caller appends to its cache. Every hook of the
+// encoding sees the span, so position-dependent terms and biases cover the
+// cached keys (incremental decoding, layers.Decoder).
+func (a *Attention) FwdCached(xq *G.Node, mem KV, span posenc.Span, pos *posenc.Positions, mask *G.Node) (*G.Node, KV, error) {
+	if mem.K == nil || mem.V == nil {
+		return nil, KV{}, errors.Errorf("attention %s: cached call without keys or values", a.Cfg.Name)
+	}
+	return a.fwd(xq, nil, &mem, span, pos, mask)
+}
+
+func (a *Attention) fwd(xq, xkv *G.Node, mem *KV, span posenc.Span, pos *posenc.Positions, mask *G.Node) (*G.Node, KV, error) {
 	name := a.Cfg.Name
 	if xkv == nil {
 		xkv = xq
 	}
 	qs, ks := xq.Shape(), xkv.Shape()
 	if qs.Dims() != 3 || ks.Dims() != 3 || qs[0] != ks[0] || qs[2] != a.Cfg.D || ks[2] != a.Cfg.D {
-		return nil, errors.Errorf("attention %s: query input %v and key input %v, want [B, Tq, %d] and [B, Tk, %d]", name, qs, ks, a.Cfg.D, a.Cfg.D)
+		return nil, KV{}, errors.Errorf("attention %s: query input %v and key input %v, want [B, Tq, %d] and [B, Tk, %d]", name, qs, ks, a.Cfg.D, a.Cfg.D)
 	}
 	b, tq, tk, h, dh, d := qs[0], qs[1], ks[1], a.Cfg.Heads, a.DHead, a.Cfg.D
+	if mem != nil {
+		for _, n := range []*G.Node{mem.K, mem.V} {
+			if ms := n.Shape(); ms.Dims() != 3 || ms[0] != b || ms[2] != d {
+				return nil, KV{}, errors.Errorf("attention %s: cached keys or values %v, want [%d, M, %d]", name, ms, b, d)
+			}
+		}
+		tk += mem.K.Shape()[1]
+	}
+	a.mem, a.newKV = mem, KV{}
+	out, err := a.fwdHooks(xq, xkv, b, tq, tk, h, dh, d, span, pos, mask)
+	return out, a.newKV, err
+}
+
+func (a *Attention) fwdHooks(xq, xkv *G.Node, b, tq, tk, h, dh, d int, span posenc.Span, pos *posenc.Positions, mask *G.Node) (*G.Node, error) {
+	name := a.Cfg.Name
 	if span.TQ != tq || span.TK != tk {
 		return nil, errors.Errorf("attention %s: span has TQ=%d TK=%d, inputs have %d and %d", name, span.TQ, span.TK, tq, tk)
 	}
@@ -287,6 +330,15 @@ func (a *Attention) projectQKV(xq, xkv *G.Node, split bool) (q, k, v *G.Node, er
 	}
 	if v, err = a.V.Fwd(xkv); err != nil {
 		return nil, nil, nil, err
+	}
+	a.newKV = KV{K: k, V: v}
+	if a.mem != nil { // FwdCached: the cache's keys and values come first
+		if k, err = G.Concat(1, a.mem.K, k); err != nil { // [B, M+T, d]
+			return nil, nil, nil, errors.Wrapf(err, "attention %s: cached keys", a.Cfg.Name)
+		}
+		if v, err = G.Concat(1, a.mem.V, v); err != nil { // [B, M+T, d]
+			return nil, nil, nil, errors.Wrapf(err, "attention %s: cached values", a.Cfg.Name)
+		}
 	}
 	if split {
 		if q, err = graph.SplitHeads(q, a.Cfg.Heads); err != nil {

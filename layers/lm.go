@@ -152,6 +152,32 @@ func (b *Block) FwdPositions(x, mem *G.Node, span posenc.Span, pos *posenc.Posit
 	return graph.Add(x, h)
 }
 
+// FwdCached is Fwd against cached keys and values (Attention.FwdCached):
+// x [B, T, d] attends to mem's M projected keys and values, then to itself;
+// span places the cache and x (TK = M+T). It returns [B, T, d] and x's own
+// projected keys and values [B, T, d] for the caller's cache.
+func (b *Block) FwdCached(x *G.Node, mem KV, span posenc.Span, pos *posenc.Positions, mask *G.Node) (*G.Node, KV, error) {
+	h, err := b.LN1.Fwd(x) // [B, T, d]
+	if err != nil {
+		return nil, KV{}, err
+	}
+	a, kv, err := b.Attn.FwdCached(h, mem, span, pos, mask) // [B, T, d]
+	if err != nil {
+		return nil, KV{}, err
+	}
+	if x, err = graph.Add(x, a); err != nil {
+		return nil, KV{}, err
+	}
+	if h, err = b.LN2.Fwd(x); err != nil {
+		return nil, KV{}, err
+	}
+	if h, err = b.FFN.Fwd(h); err != nil { // [B, T, d]
+		return nil, KV{}, err
+	}
+	x, err = graph.Add(x, h)
+	return x, kv, err
+}
+
 // Learnables returns the block's parameters.
 func (b *Block) Learnables() G.Nodes {
 	ns := append(b.LN1.Learnables(), b.Attn.Learnables()...)
@@ -172,6 +198,7 @@ type LM struct {
 	g      *G.ExprGraph
 	p      *graph.Params
 	hidden []*G.Node
+	kvNew  []KV
 }
 
 // NewLM creates the model's parameters in p (or reuses them: every graph
@@ -235,6 +262,11 @@ type Options struct {
 	// gets none, or gets a kind it does not serve, is an error naming
 	// both. A combined encoding's 1-D part ("tree+rope") sees the span.
 	Pos *posenc.Positions
+	// KV, if not nil, holds one cache per block of projected keys and
+	// values [B, M, d] (Attention.FwdCached): the tokens attend to them and
+	// to themselves, the cache sitting at Start-M..Start-1. Exclusive with
+	// Mems. LM.CachedKV returns the tokens' own keys and values to append.
+	KV []KV
 }
 
 // Fwd maps ids [B, T] (tensor.Int) at positions 0..T-1 to logits [B*T, Vocab].
@@ -271,6 +303,19 @@ func (m *LM) FwdWith(ids *G.Node, o Options) (*G.Node, error) {
 		}
 		span.KStart, span.TK = o.Start-ms[1], ms[1]+t
 	}
+	if o.KV != nil {
+		if o.Mems != nil {
+			return nil, errors.New("lm: Mems and KV are exclusive")
+		}
+		if len(o.KV) != len(m.Blocks) {
+			return nil, errors.Errorf("lm: %d key/value caches for %d blocks", len(o.KV), len(m.Blocks))
+		}
+		if o.KV[0].K == nil {
+			return nil, errors.New("lm: key/value cache without keys")
+		}
+		mk := o.KV[0].K.Shape()[1]
+		span.KStart, span.TK = o.Start-mk, mk+t
+	}
 	if err := posenc.CheckKind(m.Pos, o.Pos); err != nil {
 		return nil, errors.WithMessage(err, "lm")
 	}
@@ -284,11 +329,17 @@ func (m *LM) FwdWith(ids *G.Node, o Options) (*G.Node, error) {
 			return nil, err
 		}
 	}
-	m.hidden = m.hidden[:0]
+	m.hidden, m.kvNew = m.hidden[:0], m.kvNew[:0]
 	after, _ := m.Pos.(posenc.AfterBlocker)
 	for l, blk := range m.Blocks {
 		m.hidden = append(m.hidden, x)
-		if x, err = blk.FwdPositions(x, mem(l), span, o.Pos, o.Mask); err != nil {
+		if o.KV != nil {
+			var kv KV
+			if x, kv, err = blk.FwdCached(x, o.KV[l], span, o.Pos, o.Mask); err != nil {
+				return nil, err
+			}
+			m.kvNew = append(m.kvNew, kv)
+		} else if x, err = blk.FwdPositions(x, mem(l), span, o.Pos, o.Mask); err != nil {
 			return nil, err
 		}
 		if after != nil {
@@ -329,3 +380,7 @@ func blockProbes(blocks []*Block) []*graph.AttentionProbe {
 // Hidden returns the input [B, T, d] of each block of the last FwdWith: the
 // states a Transformer-XL style caller copies into the next segment's Mems.
 func (m *LM) Hidden() []*G.Node { return append([]*G.Node(nil), m.hidden...) }
+
+// CachedKV returns, after a FwdWith with Options.KV, each block's projected
+// keys and values [B, T, d] of the tokens of that call (nil otherwise).
+func (m *LM) CachedKV() []KV { return append([]KV(nil), m.kvNew...) }

@@ -286,6 +286,7 @@ func TestEveryEncoding(t *testing.T) {
 			o := harnessOptions()
 			if partsServe(t, name, posenc.PosLine) {
 				checkCausal(t, name, o)
+				checkDecode(t, name, o)
 				checkLMGrad(t, name, o, true, 0)
 				if causalOnly(t, name, o) {
 					checkBidirectionalRefused(t, name, o)

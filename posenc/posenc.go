@@ -437,6 +437,11 @@ type Info struct {
 	// Positions lists the kinds of positions the encoding serves (see
 	// PositionAccepter), derived from the encoding itself at registration.
 	Positions []PosKind
+	// NoDecode is empty for an encoding that serves incremental decoding
+	// against a key/value cache (layers.Decoder, whose cache sits at fixed
+	// positions: see decodeNotes), and otherwise says why it cannot; the
+	// sampler then recomputes the window per token and prints the reason.
+	NoDecode string
 }
 
 type factory func(o Options) (Encoding, error)
@@ -457,6 +462,7 @@ func register(info Info, f factory) {
 		panic(errors.Wrapf(err, "posenc: registering %s with default options", info.Name))
 	}
 	info.Positions = Accepted(e)
+	info.NoDecode = noDecode(info)
 	registry[info.Name] = entry{info, f}
 }
 
@@ -522,6 +528,9 @@ func InfoOf(name string) (Info, bool) {
 		}
 		info.Learnable = info.Learnable || e.info.Learnable
 		info.EvalOnly = info.EvalOnly || e.info.EvalOnly
+		if info.NoDecode == "" && e.info.NoDecode != "" {
+			info.NoDecode = n + ": " + e.info.NoDecode
+		}
 	}
 	enc, err := New(name, Options{})
 	if err != nil {

@@ -1,0 +1,215 @@
+package layers
+
+import (
+	"fmt"
+
+	"github.com/pkg/errors"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/rpe-go/rpe/graph"
+	"github.com/rpe-go/rpe/posenc"
+)
+
+// Decoder runs a causal language model one token per step against a cache
+// of every block's projected keys and values (the key/value cache of
+// HF transformers' past_key_values): a step costs O(W·d) per block for a
+// cache of W-1 keys, not a forward pass over the whole window.
+//
+// One graph is built for B sequences and reused for every step: the cache
+// sits at positions 0..W-2 and the new token at W-1, the positions being
+// re-indexed inside the cache at each step as in StreamingLLM (Xiao et al.
+// 2023). That is exact for the encodings that depend on positions only
+// through their differences; posenc.Info.NoDecode names the others, and
+// NewDecoder refuses them with that reason. While the cache fills, its
+// empty slots are masked; once it holds W-1 keys the oldest is dropped
+// (a sliding window), except the first Sinks ones (attention sinks).
+//
+// Until the context exceeds W tokens, every step's logits equal those of
+// the full computation of the model over the whole context (up to
+// rounding). A Decoder is not safe for concurrent use; Close releases it.
+type Decoder struct {
+	// B is the number of sequences, W the window (the cache holds W-1
+	// keys and values) and Sinks the number of first positions kept once
+	// the window slides.
+	B, W, Sinks int
+
+	lm     *LM
+	g      *G.ExprGraph
+	p      *graph.Params
+	ids    []int
+	ks, vs []*tensor.Dense // per block [B, W-1, d], bound to the cache inputs
+	mask   *tensor.Dense   // [1, 1, 1, W]; empty cache slots are 0
+	logits G.Value
+	newK   []G.Value // per block [B, 1, d], read at run time
+	newV   []G.Value
+	vm     G.VM
+	filled int // keys in the cache, <= W-1
+	seen   int // tokens stepped since Reset
+}
+
+// NewDecoder builds the decoding graph of the causal model cfg (weights from
+// p, shared with every graph built from p) for b sequences and a window of w
+// tokens (w >= 2), keeping the first sinks positions once the window slides
+// (0 <= sinks < w-1). It refuses a model that is not causal and an encoding
+// whose registry entry says it cannot decode incrementally, with the reason.
+func NewDecoder(p *graph.Params, cfg Config, b, w, sinks int) (*Decoder, error) {
+	if b <= 0 || w < 2 || sinks < 0 || sinks >= w-1 {
+		return nil, errors.Errorf("decoder: batch %d must be positive, window %d at least 2 and sinks %d in [0, %d)", b, w, sinks, w-1)
+	}
+	if !cfg.Causal {
+		return nil, errors.New("decoder: the model is not causal; only a causal model decodes one token at a time")
+	}
+	if err := CanDecode(cfg); err != nil {
+		return nil, err
+	}
+	g := G.NewGraph()
+	lm, err := NewLM(g, p, cfg)
+	if err != nil {
+		return nil, err
+	}
+	m, d, dt := w-1, cfg.DModel, p.Dtype()
+	r := &Decoder{B: b, W: w, Sinks: sinks, lm: lm, g: g, p: p, ids: make([]int, b)}
+	ids := G.NewTensor(g, tensor.Int, 2, G.WithShape(b, 1), G.WithName(graph.UniqueName(g, "decode_ids")),
+		G.WithValue(tensor.New(tensor.WithShape(b, 1), tensor.WithBacking(r.ids))))
+	o := Options{Start: m}
+	for l := 0; l < cfg.Layers; l++ {
+		kv := KV{}
+		for i, which := range []string{"k", "v"} {
+			t := graph.FromFloat64s(dt, tensor.Shape{b, m, d}, make([]float64, b*m*d))
+			n := G.NewTensor(g, dt, 3, G.WithShape(b, m, d), G.WithValue(t), G.WithName(graph.UniqueName(g, fmt.Sprintf("block%d/cache_%s", l, which))))
+			if i == 0 {
+				r.ks, kv.K = append(r.ks, t), n
+			} else {
+				r.vs, kv.V = append(r.vs, t), n
+			}
+		}
+		o.KV = append(o.KV, kv)
+	}
+	r.mask = graph.FromFloat64s(dt, tensor.Shape{1, 1, 1, w}, make([]float64, w))
+	o.Mask = graph.MaskNode(g, r.mask, graph.UniqueName(g, "decode_mask"))
+	logits, err := lm.FwdWith(ids, o) // [B, V]
+	if err != nil {
+		return nil, errors.Wrapf(err, "decoder: B=%d W=%d", b, w)
+	}
+	G.Read(logits, &r.logits)
+	kvs := lm.CachedKV()
+	r.newK, r.newV = make([]G.Value, len(kvs)), make([]G.Value, len(kvs))
+	for l, kv := range kvs {
+		G.Read(kv.K, &r.newK[l])
+		G.Read(kv.V, &r.newV[l])
+	}
+	r.vm = G.NewTapeMachine(g)
+	r.Reset()
+	return r, nil
+}
+
+// CanDecode returns nil if the model cfg can decode incrementally, and
+// otherwise an error with the encoding's reason (posenc.Info.NoDecode).
+func CanDecode(cfg Config) error {
+	name := cfg.Pos
+	if name == "" {
+		name = "none"
+	}
+	info, ok := posenc.InfoOf(name)
+	if !ok {
+		return errors.Errorf("decoder: unknown encoding %q", name)
+	}
+	if info.NoDecode != "" {
+		return errors.Errorf("decoder: %s cannot decode incrementally: %s", name, info.NoDecode)
+	}
+	return nil
+}
+
+// Reset empties the cache: the next Step starts new sequences.
+func (r *Decoder) Reset() {
+	r.filled, r.seen = 0, 0
+	for l := range r.ks {
+		segZero(r.ks[l])
+		segZero(r.vs[l])
+	}
+}
+
+// Len returns the number of tokens stepped since Reset.
+func (r *Decoder) Len() int { return r.seen }
+
+// Step feeds one token per sequence (len(ids) == B) and returns the logits
+// [B, Vocab] (row-major) of the next token, as float64. The token's keys
+// and values then join the cache.
+func (r *Decoder) Step(ids []int) ([]float64, error) {
+	if len(ids) != r.B {
+		return nil, errors.Errorf("decoder: %d tokens, the decoder has B=%d", len(ids), r.B)
+	}
+	copy(r.ids, ids)
+	m := r.W - 1
+	mask := make([]float64, r.W)
+	for j := range mask {
+		if j >= m-r.filled {
+			mask[j] = 1
+		}
+	}
+	segSetFloats(r.mask, mask)
+	err := r.vm.RunAll()
+	r.vm.Reset()
+	if err != nil {
+		return nil, errors.Wrap(err, "decoder: run")
+	}
+	out := graph.ToFloat64s(r.logits)
+	for l := range r.ks {
+		if err := pushCache(r.ks[l], r.newK[l], r.B, m, r.Sinks, r.filled); err != nil {
+			return nil, err
+		}
+		if err := pushCache(r.vs[l], r.newV[l], r.B, m, r.Sinks, r.filled); err != nil {
+			return nil, err
+		}
+	}
+	r.filled = min(m, r.filled+1)
+	r.seen++
+	return out, nil
+}
+
+// Close releases the machine and the store's record of the graph.
+func (r *Decoder) Close() error {
+	r.p.Forget(r.g)
+	return r.vm.Close()
+}
+
+// pushCache appends one row per sequence of row [B, 1, d] to cache
+// [B, m, d], right-aligned: while it fills (filled < m) the rows move one
+// slot left; once full, rows sinks+1..m-1 move left and rows 0..sinks-1
+// (the attention sinks) stay.
+func pushCache(cache *tensor.Dense, row G.Value, b, m, sinks, filled int) error {
+	if row == nil {
+		return errors.New("decoder: new keys or values were not read")
+	}
+	switch c := cache.Data().(type) {
+	case []float64:
+		r, ok := row.Data().([]float64)
+		if !ok {
+			return errors.Errorf("decoder: new keys are %T, the cache []float64", row.Data())
+		}
+		pushRows(c, r, b, m, sinks, filled)
+	case []float32:
+		r, ok := row.Data().([]float32)
+		if !ok {
+			return errors.Errorf("decoder: new keys are %T, the cache []float32", row.Data())
+		}
+		pushRows(c, r, b, m, sinks, filled)
+	default:
+		return errors.Errorf("decoder: cache of type %T", c)
+	}
+	return nil
+}
+
+func pushRows[F float32 | float64](cache, row []F, b, m, sinks, filled int) {
+	d := len(row) / b
+	keep := 0 // rows at the front that stay in place
+	if filled >= m {
+		keep = sinks
+	}
+	for i := 0; i < b; i++ {
+		c := cache[i*m*d : (i+1)*m*d]
+		copy(c[keep*d:], c[(keep+1)*d:]) // overlapping copy is safe
+		copy(c[(m-1)*d:], row[i*d:(i+1)*d])
+	}
+}

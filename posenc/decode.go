@@ -1,0 +1,38 @@
+package posenc
+
+import "slices"
+
+// Incremental decoding (layers.Decoder) runs one graph per model for every
+// generated token: the new token's query at position M attends to a cache of
+// M projected keys and values at positions 0..M-1 and to its own key at M.
+// The positions inside the cache are re-indexed this way at every step, as
+// StreamingLLM does (Xiao et al. 2023, "Efficient Streaming Language Models
+// with Attention Sinks", Sec. 3.2): the graph, and every position constant
+// of the encoding in it, is built once. The cache holds keys before any
+// rotation, so RoPE and its scalings rotate the cached keys again at their
+// cache positions each step (O(M·d) a step, no new graph).
+//
+// That is exact for an encoding whose attention depends on positions only
+// through their differences: shifting every position by the same amount
+// changes nothing but rounding. Those are the encodings below without a
+// note. The others say why not (Info.NoDecode).
+var decodeNotes = map[string]string{
+	"sinusoidal": "an absolute table indexes the token's own position, which the fixed-position cache does not carry",
+	"learned":    "an absolute table indexes the token's own position, which the fixed-position cache does not carry",
+	"fire":       "FIRE normalises by the query's absolute position (Li et al. 2023, Eq. 4), not a difference",
+	RopeDynamic:  "rope-dynamic rescales the base by the current length, so every cached key's rotation changes as the context grows",
+	CoPEName:     "CoPE's gates would count the cache's empty slots while it fills",
+	"cpe":        "CPE's convolution reads the neighbouring tokens after every block",
+}
+
+// noDecode is Info.NoDecode of a registered encoding: empty for the line
+// encodings that decode incrementally, the reason otherwise.
+func noDecode(info Info) string {
+	if r, ok := decodeNotes[info.Name]; ok {
+		return r
+	}
+	if !slices.Contains(info.Positions, PosLine) {
+		return "not a line encoding: a causal language model decodes only over a line"
+	}
+	return ""
+}

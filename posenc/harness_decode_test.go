@@ -1,0 +1,108 @@
+package posenc_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"strings"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/rpe-go/rpe/graph"
+	"github.com/rpe-go/rpe/layers"
+	"github.com/rpe-go/rpe/posenc"
+)
+
+// checkDecode is the cached-decoding role of the harness. An encoding whose
+// registry entry declares it (Info.NoDecode empty) must give, step by step
+// through layers.Decoder, the logits of the full computation over the same
+// context: float64 within 1e-12 and float32 within 1e-5 (relative to
+// max(1, |logit|)), with the attention streamed or not, with a cache that
+// fills exactly and one that keeps empty (masked) slots. An encoding that
+// does not declare it must be refused with its reason.
+func checkDecode(t *testing.T, name string, o posenc.Options) {
+	t.Helper()
+	info, ok := posenc.InfoOf(name)
+	if !ok {
+		t.Fatalf("%s: no Info", name)
+	}
+	if info.NoDecode != "" {
+		_, err := layers.NewDecoder(graph.NewParams(tensor.Float64, 1), tinyLM(name, o, true), 1, 4, 0)
+		if err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), info.NoDecode) {
+			t.Fatalf("%s: NewDecoder gave %v, want an error naming it and its reason %q", name, err, info.NoDecode)
+		}
+		return
+	}
+	const b, n = 2, 6
+	rng := rand.New(rand.NewSource(7))
+	ids := make([]int, b*n)
+	for i := range ids {
+		ids[i] = rng.Intn(256)
+	}
+	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
+		tol := 1e-12
+		if dt == tensor.Float32 {
+			tol = 1e-5
+		}
+		for _, stream := range []bool{false, true} {
+			cfg := tinyLM(name, o, true)
+			cfg.Stream = stream
+			p := graph.NewParams(dt, 1)
+			full, err := decodeFull(p, cfg, ids, b, n)
+			if stream && err != nil && strings.Contains(err.Error(), "stream") {
+				continue // the streaming attention does not serve it (checkStream covers that)
+			}
+			if err != nil {
+				t.Fatalf("%s: full model: %v", name, err)
+			}
+			for _, w := range []int{n, n + 2} {
+				what := fmt.Sprintf("%s %v stream=%v W=%d", name, dt, stream, w)
+				dec, err := layers.NewDecoder(p, cfg, b, w, 0)
+				if err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				v := cfg.Vocab
+				for i := 0; i < n; i++ {
+					lg, err := dec.Step([]int{ids[i], ids[n+i]})
+					if err != nil {
+						t.Fatalf("%s: step %d: %v", what, i, err)
+					}
+					for s := 0; s < b; s++ {
+						want := full[(s*n+i)*v : (s*n+i+1)*v]
+						got := lg[s*v : (s+1)*v]
+						for c := range want {
+							if math.Abs(got[c]-want[c]) > tol*math.Max(1, math.Abs(want[c])) {
+								t.Fatalf("%s: sequence %d step %d logit %d: cached %.15g, full %.15g", what, s, i, c, got[c], want[c])
+							}
+						}
+					}
+				}
+				dec.Close()
+			}
+		}
+	}
+}
+
+// decodeFull runs the model cfg over ids [b, n] at positions 0..n-1 with
+// weights drawn once into p (seeded), and returns the logits [b*n, V].
+func decodeFull(p *graph.Params, cfg layers.Config, ids []int, b, n int) ([]float64, error) {
+	g := G.NewGraph()
+	defer p.Forget(g)
+	lm, err := layers.NewLM(g, p, cfg)
+	if err != nil {
+		return nil, err
+	}
+	logits, err := lm.Fwd(intNode(g, "ids", []int{b, n}, append([]int(nil), ids...)))
+	if err != nil {
+		return nil, err
+	}
+	randomizeParams(p, rand.New(rand.NewSource(3)))
+	m := G.NewTapeMachine(g)
+	defer m.Close()
+	if err := m.RunAll(); err != nil {
+		return nil, err
+	}
+	return graph.ToFloat64s(logits.Value()), nil
+}
