@@ -92,7 +92,8 @@ func TestRegistered(t *testing.T) {
 	}
 	c, ok := posenc.InfoOf("tree+rope")
 	if want := (posenc.Info{Name: "tree+rope", Kind: posenc.KindCombined, Learnable: true,
-		Positions: []posenc.PosKind{posenc.PosPairwise, posenc.PosLine, posenc.PosReal}}); !ok || !reflect.DeepEqual(c, want) {
+		Positions: []posenc.PosKind{posenc.PosPairwise, posenc.PosLine, posenc.PosReal},
+		NoDecode:  "tree: not a line encoding: a causal language model decodes only over a line"}); !ok || !reflect.DeepEqual(c, want) {
 		t.Errorf("InfoOf(tree+rope) = %+v, %v; want %+v", c, ok, want)
 	}
 	for _, bad := range []string{"tree+rotary", "tree+", "tree+tree"} {
