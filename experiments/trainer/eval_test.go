@@ -186,3 +186,33 @@ func TestSample(t *testing.T) {
 		t.Errorf("padded greedy sample %q, exact-length %q", g1[:12], ctx[3:])
 	}
 }
+
+// TestSampleCachedEqualsRecompute: with an encoding that decodes
+// incrementally, Sample's cached path gives the greedy and the seeded
+// temperature output of the recompute path, byte for byte.
+func TestSampleCachedEqualsRecompute(t *testing.T) {
+	for _, pos := range []string{"rope", "alibi", "t5"} {
+		cfg := tinyConfig()
+		cfg.Model.Pos = pos
+		tr := newTiny(t, cfg)
+		trainN(t, tr, 2)
+		if err := layers.CanDecode(cfg.Model); err != nil {
+			t.Fatal(err)
+		}
+		for _, temp := range []float64{0, 1} {
+			opt := SampleOptions{Prompt: []byte("The"), N: 20, Temperature: temp, Seed: 9, Window: 24}
+			a, err := Sample(tr.Params, cfg.Model, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opt.NoCache = true
+			b, err := Sample(tr.Params, cfg.Model, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(a) != string(b) {
+				t.Fatalf("%s temperature %v: cached %q, recomputed %q", pos, temp, a, b)
+			}
+		}
+	}
+}
