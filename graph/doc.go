@@ -132,6 +132,9 @@
 //     use LayerNorm (which computes 1/sqrt(var+eps) internally).
 //   - ByIndices on a 1-D index tensor has wrong gradients: use Embedding.
 //   - No categorical cross-entropy with ignored targets: use CrossEntropy.
+//   - Concat copies element by element through a tensor iterator (72% of a
+//     cached decoding step at a window of 512): use Concat, which copies
+//     contiguous blocks (ConcatSplit is its gradient).
 //   - No masked softmax: SoftMax has no mask; an additive -Inf bias gives NaN
 //     for a fully masked row and a large finite one gives it uniform weights
 //     over blocked keys: use MaskedSoftmax (exact zeros).

@@ -3,6 +3,7 @@ package graph
 import (
 	"fmt"
 	"math/rand"
+	"strings"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -34,6 +35,17 @@ func opCases() []opCase {
 		cs = append(cs, opCase{fmt.Sprintf("GELU%v", shape), func(t testing.TB, g *G.ExprGraph, dt tensor.Dtype, rng *rand.Rand) (*G.Node, G.Nodes) {
 			x := input(g, "x", randDense(rng, dt, 2, shape...))
 			return must(t)(GELU(x)), G.Nodes{x}
+		}})
+	}
+	for _, c := range []struct {
+		axis int
+		a, b tensor.Shape
+	}{{0, tensor.Shape{2, 3}, tensor.Shape{1, 3}}, {1, tensor.Shape{2, 3}, tensor.Shape{2, 2}}, {1, tensor.Shape{2, 3, 4}, tensor.Shape{2, 1, 4}}, {2, tensor.Shape{2, 3, 4}, tensor.Shape{2, 3, 2}}, {0, tensor.Shape{1, 3, 2}, tensor.Shape{2, 3, 2}}} {
+		c := c
+		cs = append(cs, opCase{fmt.Sprintf("Concat%d%v%v", c.axis, c.a, c.b), func(t testing.TB, g *G.ExprGraph, dt tensor.Dtype, rng *rand.Rand) (*G.Node, G.Nodes) {
+			a := input(g, "a", randDense(rng, dt, 1, c.a...))
+			b := input(g, "b", randDense(rng, dt, 1, c.b...))
+			return must(t)(Concat(c.axis, a, b)), G.Nodes{a, b}
 		}})
 	}
 	for _, targets := range [][]int{{0, 3, 4, 1}, {2, -1, 4, -100}, {-1, -1, -1, -1}, {1, 1, 1, 1}} {
@@ -240,5 +252,36 @@ func TestCopyFloat32s(t *testing.T) {
 	}
 	if got := ToFloat64s(d64); got[0] != 1.5 || got[1] != -2 || got[2] != 0.25 {
 		t.Fatalf("float64: %v", got)
+	}
+}
+
+// TestConcatMatchesGorgonia compares Concat and its split-back with
+// Gorgonia's G.Concat and G.Slice, and checks its errors.
+func TestConcatMatchesGorgonia(t *testing.T) {
+	rng := rand.New(rand.NewSource(5))
+	for _, axis := range []int{0, 1, 2} {
+		g := G.NewGraph()
+		sa, sb := tensor.Shape{2, 3, 4}, tensor.Shape{2, 3, 4}
+		sb[axis] = 2
+		a := input(g, "a", randDense(rng, tensor.Float64, 1, sa...))
+		b := input(g, "b", randDense(rng, tensor.Float64, 1, sb...))
+		ours := must(t)(Concat(axis, a, b))
+		theirs := must(t)(G.Concat(axis, a, b))
+		back := must(t)(ConcatSplit(ours, axis, sa[axis], sa[axis]+sb[axis]))
+		run(t, g)
+		checkClose(t, fmt.Sprintf("axis %d", axis), valueFloat64s(ours.Value()), valueFloat64s(theirs.Value()), 0, 0)
+		checkClose(t, fmt.Sprintf("split axis %d", axis), valueFloat64s(back.Value()), valueFloat64s(b.Value()), 0, 0)
+	}
+	g := G.NewGraph()
+	a := input(g, "a", randDense(rng, tensor.Float64, 1, 2, 3))
+	b := input(g, "b", randDense(rng, tensor.Float64, 1, 3, 3))
+	if _, err := Concat(1, a, b); err == nil || !strings.Contains(err.Error(), "differ outside axis 1") {
+		t.Fatalf("Concat of [2 3] and [3 3] on axis 1: %v", err)
+	}
+	if _, err := Concat(2, a, b); err == nil || !strings.Contains(err.Error(), "axis 2") {
+		t.Fatalf("Concat on axis 2 of rank 2: %v", err)
+	}
+	if _, err := ConcatSplit(a, 1, 2, 4); err == nil {
+		t.Fatal("ConcatSplit past the end: no error")
 	}
 }

@@ -333,10 +333,10 @@ func (a *Attention) projectQKV(xq, xkv *G.Node, split bool) (q, k, v *G.Node, er
 	}
 	a.newKV = KV{K: k, V: v}
 	if a.mem != nil { // FwdCached: the cache's keys and values come first
-		if k, err = G.Concat(1, a.mem.K, k); err != nil { // [B, M+T, d]
+		if k, err = graph.Concat(1, a.mem.K, k); err != nil { // [B, M+T, d]
 			return nil, nil, nil, errors.Wrapf(err, "attention %s: cached keys", a.Cfg.Name)
 		}
-		if v, err = G.Concat(1, a.mem.V, v); err != nil { // [B, M+T, d]
+		if v, err = graph.Concat(1, a.mem.V, v); err != nil { // [B, M+T, d]
 			return nil, nil, nil, errors.Wrapf(err, "attention %s: cached values", a.Cfg.Name)
 		}
 	}

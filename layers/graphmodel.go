@@ -275,12 +275,12 @@ func (m *GraphTransformer) Fwd(x *G.Node, pos *posenc.Positions, mask, lapPE *G.
 		if err != nil {
 			return nil, err
 		}
-		if h, err = G.Concat(1, v, h); err != nil { // [B, N+1, d]
+		if h, err = graph.Concat(1, v, h); err != nil { // [B, N+1, d]
 			return nil, errors.Wrap(err, name+": virtual token")
 		}
 		if mask != nil {
 			ones := m.constFloats("virtual_mask", tensor.Shape{b, 1}, 1)
-			if keyMask, err = G.Concat(1, ones, mask); err != nil { // [B, N+1]
+			if keyMask, err = graph.Concat(1, ones, mask); err != nil { // [B, N+1]
 				return nil, errors.Wrap(err, name+": mask")
 			}
 		}

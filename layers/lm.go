@@ -132,7 +132,7 @@ func (b *Block) FwdPositions(x, mem *G.Node, span posenc.Span, pos *posenc.Posit
 		if err != nil {
 			return nil, err
 		}
-		if kv, err = G.Concat(1, m, h); err != nil { // [B, M+T, d]
+		if kv, err = graph.Concat(1, m, h); err != nil { // [B, M+T, d]
 			return nil, errors.Wrapf(err, "%s: concat memory", b.Name)
 		}
 	}
