@@ -39,13 +39,14 @@ type Decoder struct {
 	p      *graph.Params
 	ids    []int
 	ks, vs []*tensor.Dense // per block [B, W-1, d], bound to the cache inputs
-	mask   *tensor.Dense   // [1, 1, 1, W]; empty cache slots are 0
+	mask   *tensor.Dense   // [B, 1, 1, W]; empty cache slots are 0
+	maskv  []float64       // the mask's values, [B, W]
 	logits G.Value
 	newK   []G.Value // per block [B, 1, d], read at run time
 	newV   []G.Value
 	vm     G.VM
-	filled int // keys in the cache, <= W-1
-	seen   int // tokens stepped since Reset
+	filled []int // keys in each sequence's cache, <= W-1
+	seen   []int // tokens each sequence stepped since Reset
 }
 
 // NewDecoder builds the decoding graph of the causal model cfg (weights from
@@ -69,7 +70,7 @@ func NewDecoder(p *graph.Params, cfg Config, b, w, sinks int) (*Decoder, error) 
 		return nil, err
 	}
 	m, d, dt := w-1, cfg.DModel, p.Dtype()
-	r := &Decoder{B: b, W: w, Sinks: sinks, lm: lm, g: g, p: p, ids: make([]int, b)}
+	r := &Decoder{B: b, W: w, Sinks: sinks, lm: lm, g: g, p: p, ids: make([]int, b), filled: make([]int, b), seen: make([]int, b), maskv: make([]float64, b*w)}
 	ids := G.NewTensor(g, tensor.Int, 2, G.WithShape(b, 1), G.WithName(graph.UniqueName(g, "decode_ids")),
 		G.WithValue(tensor.New(tensor.WithShape(b, 1), tensor.WithBacking(r.ids))))
 	o := Options{Start: m}
@@ -86,7 +87,7 @@ func NewDecoder(p *graph.Params, cfg Config, b, w, sinks int) (*Decoder, error) 
 		}
 		o.KV = append(o.KV, kv)
 	}
-	r.mask = graph.FromFloat64s(dt, tensor.Shape{1, 1, 1, w}, make([]float64, w))
+	r.mask = graph.FromFloat64s(dt, tensor.Shape{b, 1, 1, w}, r.maskv)
 	o.Mask = graph.MaskNode(g, r.mask, graph.UniqueName(g, "decode_mask"))
 	logits, err := lm.FwdWith(ids, o) // [B, V]
 	if err != nil {
@@ -123,32 +124,46 @@ func CanDecode(cfg Config) error {
 
 // Reset empties the cache: the next Step starts new sequences.
 func (r *Decoder) Reset() {
-	r.filled, r.seen = 0, 0
+	clear(r.filled)
+	clear(r.seen)
 	for l := range r.ks {
 		segZero(r.ks[l])
 		segZero(r.vs[l])
 	}
 }
 
-// Len returns the number of tokens stepped since Reset.
-func (r *Decoder) Len() int { return r.seen }
+// Len returns the number of tokens sequence i stepped since Reset.
+func (r *Decoder) Len(i int) int { return r.seen[i] }
 
-// Step feeds one token per sequence (len(ids) == B) and returns the logits
-// [B, Vocab] (row-major) of the next token, as float64. The token's keys
-// and values then join the cache.
+// Skip is the id that Step takes for a sequence that has no token at this
+// step: its cache is left as it is and its row of logits is undefined.
+// Prompts of different lengths are fed right-aligned with it, and a
+// sequence that has finished is skipped.
+const Skip = -1
+
+// Step feeds one token per sequence (len(ids) == B; Skip for none) and
+// returns the logits [B, Vocab] (row-major) of each sequence's next token,
+// as float64. The tokens' keys and values then join the cache.
 func (r *Decoder) Step(ids []int) ([]float64, error) {
 	if len(ids) != r.B {
 		return nil, errors.Errorf("decoder: %d tokens, the decoder has B=%d", len(ids), r.B)
 	}
-	copy(r.ids, ids)
 	m := r.W - 1
-	mask := make([]float64, r.W)
-	for j := range mask {
-		if j >= m-r.filled {
-			mask[j] = 1
+	vocab := r.lm.Cfg.Vocab
+	for i, id := range ids {
+		if id != Skip && (id < 0 || id >= vocab) {
+			return nil, errors.Errorf("decoder: token %d of sequence %d is outside the vocabulary [0, %d)", id, i, vocab)
+		}
+		r.ids[i] = max(id, 0)
+		row := r.maskv[i*r.W : (i+1)*r.W]
+		for j := range row {
+			row[j] = 0
+			if j >= m-r.filled[i] {
+				row[j] = 1
+			}
 		}
 	}
-	segSetFloats(r.mask, mask)
+	segSetFloats(r.mask, r.maskv)
 	err := r.vm.RunAll()
 	r.vm.Reset()
 	if err != nil {
@@ -156,15 +171,19 @@ func (r *Decoder) Step(ids []int) ([]float64, error) {
 	}
 	out := graph.ToFloat64s(r.logits)
 	for l := range r.ks {
-		if err := pushCache(r.ks[l], r.newK[l], r.B, m, r.Sinks, r.filled); err != nil {
+		if err := pushCache(r.ks[l], r.newK[l], ids, m, r.Sinks, r.filled); err != nil {
 			return nil, err
 		}
-		if err := pushCache(r.vs[l], r.newV[l], r.B, m, r.Sinks, r.filled); err != nil {
+		if err := pushCache(r.vs[l], r.newV[l], ids, m, r.Sinks, r.filled); err != nil {
 			return nil, err
 		}
 	}
-	r.filled = min(m, r.filled+1)
-	r.seen++
+	for i, id := range ids {
+		if id != Skip {
+			r.filled[i] = min(m, r.filled[i]+1)
+			r.seen[i]++
+		}
+	}
 	return out, nil
 }
 
@@ -175,10 +194,10 @@ func (r *Decoder) Close() error {
 }
 
 // pushCache appends one row per sequence of row [B, 1, d] to cache
-// [B, m, d], right-aligned: while it fills (filled < m) the rows move one
-// slot left; once full, rows sinks+1..m-1 move left and rows 0..sinks-1
-// (the attention sinks) stay.
-func pushCache(cache *tensor.Dense, row G.Value, b, m, sinks, filled int) error {
+// [B, m, d], right-aligned, for the sequences whose id is not Skip: while
+// it fills (filled < m) the rows move one slot left; once full, rows
+// sinks+1..m-1 move left and rows 0..sinks-1 (the attention sinks) stay.
+func pushCache(cache *tensor.Dense, row G.Value, ids []int, m, sinks int, filled []int) error {
 	if row == nil {
 		return errors.New("decoder: new keys or values were not read")
 	}
@@ -188,26 +207,29 @@ func pushCache(cache *tensor.Dense, row G.Value, b, m, sinks, filled int) error 
 		if !ok {
 			return errors.Errorf("decoder: new keys are %T, the cache []float64", row.Data())
 		}
-		pushRows(c, r, b, m, sinks, filled)
+		pushRows(c, r, ids, m, sinks, filled)
 	case []float32:
 		r, ok := row.Data().([]float32)
 		if !ok {
 			return errors.Errorf("decoder: new keys are %T, the cache []float32", row.Data())
 		}
-		pushRows(c, r, b, m, sinks, filled)
+		pushRows(c, r, ids, m, sinks, filled)
 	default:
 		return errors.Errorf("decoder: cache of type %T", c)
 	}
 	return nil
 }
 
-func pushRows[F float32 | float64](cache, row []F, b, m, sinks, filled int) {
-	d := len(row) / b
-	keep := 0 // rows at the front that stay in place
-	if filled >= m {
-		keep = sinks
-	}
-	for i := 0; i < b; i++ {
+func pushRows[F float32 | float64](cache, row []F, ids []int, m, sinks int, filled []int) {
+	d := len(row) / len(ids)
+	for i, id := range ids {
+		if id == Skip {
+			continue
+		}
+		keep := 0 // rows at the front that stay in place
+		if filled[i] >= m {
+			keep = sinks
+		}
 		c := cache[i*m*d : (i+1)*m*d]
 		copy(c[keep*d:], c[(keep+1)*d:]) // overlapping copy is safe
 		copy(c[(m-1)*d:], row[i*d:(i+1)*d])

@@ -83,6 +83,79 @@ func checkDecode(t *testing.T, name string, o posenc.Options) {
 			}
 		}
 	}
+	checkDecodeSliding(t, name, o)
+}
+
+// checkDecodeSliding checks the sliding window with attention sinks and
+// prompts of different lengths (layers.Skip) against a reference: in a
+// one-block model a token's keys and values depend on that token alone, so
+// the cached step equals the full computation over the tokens the cache
+// keeps (the first sinks, then the latest), placed at positions 0.. as
+// StreamingLLM re-indexes them. Sequence 1 starts late (skipped steps).
+func checkDecodeSliding(t *testing.T, name string, o posenc.Options) {
+	t.Helper()
+	const n, w, late = 11, 5, 3
+	rng := rand.New(rand.NewSource(11))
+	toks := [2][]int{}
+	for s := range toks {
+		for i := 0; i < n; i++ {
+			toks[s] = append(toks[s], rng.Intn(256))
+		}
+	}
+	cfg := tinyLM(name, o, true)
+	cfg.Layers = 1
+	for _, sinks := range []int{0, 2} {
+		p := graph.NewParams(tensor.Float64, 1)
+		// want[s][i]: logits after sequence s's token i.
+		var want [2][][]float64
+		for s := range toks {
+			for i := range toks[s] {
+				kept := toks[s][:i+1]
+				if i+1 > w {
+					kept = append(append([]int(nil), toks[s][:sinks]...), toks[s][i+1-(w-sinks):i+1]...)
+				}
+				full, err := decodeFull(p, cfg, kept, 1, len(kept))
+				if err != nil {
+					t.Fatalf("%s: reference: %v", name, err)
+				}
+				v := cfg.Vocab
+				want[s] = append(want[s], full[(len(kept)-1)*v:])
+			}
+		}
+		dec, err := layers.NewDecoder(p, cfg, 2, w, sinks)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for step := 0; step < n+late; step++ {
+			ids := []int{layers.Skip, layers.Skip}
+			idx := [2]int{step, step - late}
+			for s := range ids {
+				if idx[s] >= 0 && idx[s] < n {
+					ids[s] = toks[s][idx[s]]
+				}
+			}
+			lg, err := dec.Step(ids)
+			if err != nil {
+				t.Fatalf("%s: step %d: %v", name, step, err)
+			}
+			for s := range ids {
+				if ids[s] == layers.Skip {
+					continue
+				}
+				v := cfg.Vocab
+				got, wnt := lg[s*v:(s+1)*v], want[s][idx[s]]
+				for c := range wnt {
+					if math.Abs(got[c]-wnt[c]) > 1e-12*math.Max(1, math.Abs(wnt[c])) {
+						t.Fatalf("%s sinks=%d: sequence %d token %d logit %d: sliding cache %.15g, reference %.15g", name, sinks, s, idx[s], c, got[c], wnt[c])
+					}
+				}
+			}
+		}
+		if dec.Len(0) != n || dec.Len(1) != n {
+			t.Fatalf("%s: Len %d, %d, want %d", name, dec.Len(0), dec.Len(1), n)
+		}
+		dec.Close()
+	}
 }
 
 // decodeFull runs the model cfg over ids [b, n] at positions 0..n-1 with

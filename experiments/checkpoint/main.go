@@ -2,7 +2,7 @@
 // extrapolation study):
 //
 //	go run ./experiments/checkpoint eval -ckpt F [-len 64,128,...] [-last-n K] [-corpus C] [-batch B] [-max-windows W] [-stream[=false]] [-mem-limit GiB]
-//	go run ./experiments/checkpoint sample -ckpt F -len N -prompt P -temp T [-seed S] [-mem-limit GiB]
+//	go run ./experiments/checkpoint sample -ckpt F -len N -prompt P [-prompt P2 ...] -temp T [-top-k K] [-top-p P] [-stop S] [-sinks S] [-no-cache] [-seed S] [-mem-limit GiB]
 //	go run ./experiments/checkpoint export -ckpt F -out W [-force]
 //	go run ./experiments/checkpoint info -ckpt F|W
 //
@@ -26,8 +26,13 @@
 // flag that helps. eval prints each length's choice and estimate, and the
 // peak RSS at the end.
 //
-// sample continues a prompt (-temp must be finite; its graph's estimate
-// is checked against the memory as well).
+// sample continues one prompt, printing the bytes as they come, or a
+// batch of prompts (-prompt repeated), decoded together (trainer.Generate):
+// with the key/value cache where the encoding allows it (layers.Decoder;
+// past the training length the cache slides and keeps -sinks first
+// positions), else recomputing the window per byte, with the reason on
+// stderr. -temp (finite; <= 0 greedy), -top-k and -top-p shape the
+// distribution; -stop ends a sequence. The rate (bytes/s) goes to stderr.
 //
 // export writes the weights alone (trainer.ExportCheckpoint), atomically
 // (a temporary file renamed over W, so an interrupted export leaves the old
@@ -266,22 +271,46 @@ func availMemory(limitGiB float64) (float64, error) {
 	return avail, nil
 }
 
+// prompts is a repeatable -prompt flag.
+type prompts []string
+
+func (p *prompts) String() string { return strings.Join(*p, ", ") }
+func (p *prompts) Set(v string) error {
+	*p = append(*p, v)
+	return nil
+}
+
 func sampleCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sample", flag.ContinueOnError)
 	ckpt := fs.String("ckpt", "", "checkpoint file")
-	n := fs.Int("len", 200, "bytes to generate")
-	prompt := fs.String("prompt", "Light ", "text to continue")
+	n := fs.Int("len", 200, "bytes to generate per prompt")
+	var ps prompts
+	fs.Var(&ps, "prompt", "text to continue; repeat for a batch of prompts decoded together (default \"Light \")")
 	temp := fs.Float64("temp", 0.8, "sampling temperature (<= 0: greedy; finite)")
-	seed := fs.Uint64("seed", 1, "seed of the sampling generator")
+	topK := fs.Int("top-k", 0, "keep the K most probable bytes (0: all)")
+	topP := fs.Float64("top-p", 1, "keep the smallest set of bytes whose probability reaches P, in (0, 1] (1: all)")
+	stop := fs.String("stop", "", "end a sequence once its output ends with this string (included)")
+	sinks := fs.Int("sinks", 4, "first positions kept once the context exceeds the training length (attention sinks)")
+	noCache := fs.Bool("no-cache", false, "recompute the window for every byte instead of the key/value cache")
+	seed := fs.Uint64("seed", 1, "seed of the sampling generator (prompt i uses seed+i)")
 	memLimit := fs.Float64("mem-limit", 0, "GiB sampling may use (0: the machine's MemAvailable)")
 	if err := parse(fs, args, stderr, ckpt); err != nil {
 		return err
+	}
+	if len(ps) == 0 {
+		ps = prompts{"Light "}
 	}
 	if *n < 0 {
 		return usageError{errors.Errorf("-len %d must not be negative", *n)}
 	}
 	if math.IsNaN(*temp) || math.IsInf(*temp, 0) {
 		return usageError{errors.Errorf("-temp %v must be a finite number (<= 0: greedy)", *temp)}
+	}
+	if !(*topP > 0 && *topP <= 1) {
+		return usageError{errors.Errorf("-top-p %v must be in (0, 1] (1: all bytes)", *topP)}
+	}
+	if *topK < 0 || *topK > 256 {
+		return usageError{errors.Errorf("-top-k %d must be in [0, 256] (0: all bytes)", *topK)}
 	}
 	avail, err := availMemory(*memLimit)
 	if err != nil {
@@ -296,15 +325,45 @@ func sampleCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	opt := trainer.SampleOptions{Prompt: []byte(*prompt), N: *n, Temperature: *temp, Seed: *seed, Window: cfg.SeqLen}
-	if e := trainer.EstimateSampleMemory(cfg.Model, opt, int(p.Dtype().Size())); avail > 0 && e.Total > avail {
-		return usageError{errors.Errorf("sampling needs about %s, more than the %s available (MemAvailable, or -mem-limit); use a shorter -prompt or -len", e, bytesString(avail))}
+	if *sinks < 0 || *sinks >= cfg.SeqLen-1 {
+		return usageError{errors.Errorf("-sinks %d must be in [0, %d) for the training length %d", *sinks, cfg.SeqLen-1, cfg.SeqLen)}
 	}
-	out, err := trainer.Sample(p, cfg.Model, opt)
+	opt := trainer.SampleOptions{N: *n, Temperature: *temp, TopK: *topK, TopP: *topP, Stop: []byte(*stop),
+		Sinks: *sinks, NoCache: *noCache, Seed: *seed, Window: cfg.SeqLen}
+	bs := make([][]byte, len(ps))
+	for i, pr := range ps {
+		bs[i] = []byte(pr)
+		o := opt
+		o.Prompt = bs[i]
+		if e := trainer.EstimateSampleMemory(cfg.Model, o, int(p.Dtype().Size())); avail > 0 && e.Total > avail {
+			return usageError{errors.Errorf("sampling needs about %s, more than the %s available (MemAvailable, or -mem-limit); use a shorter -prompt or -len", e, bytesString(avail))}
+		}
+	}
+	// One prompt streams its bytes as they come; a batch prints each
+	// output whole at the end.
+	if len(bs) == 1 {
+		fmt.Fprint(stdout, ps[0])
+		opt.OnByte = func(_ int, b byte) error {
+			_, err := stdout.Write([]byte{b})
+			return err
+		}
+	}
+	g, err := trainer.Generate(p, cfg.Model, bs, opt)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s%s\n", *prompt, strings.ToValidUTF8(string(out), "\uFFFD"))
+	if len(bs) == 1 {
+		fmt.Fprintln(stdout)
+	} else {
+		for i, out := range g.Out {
+			fmt.Fprintf(stdout, "[%d] %s%s\n", i, ps[i], strings.ToValidUTF8(string(out), "\uFFFD"))
+		}
+	}
+	how := "key/value cache"
+	if !g.Cached {
+		how = "recomputing the window per byte: " + g.Fallback
+	}
+	fmt.Fprintf(stderr, "sample: %d bytes in %.2f s (%.0f bytes/s; prompts %.2f s), %s\n", g.Tokens, g.Decode.Seconds(), g.TokensPerSecond(), g.Prefill.Seconds(), how)
 	return nil
 }
 

@@ -1,7 +1,9 @@
 package trainer
 
 import (
+	"bytes"
 	"math"
+	"strings"
 	"testing"
 
 	"gorgonia.org/tensor"
@@ -159,7 +161,7 @@ func TestSample(t *testing.T) {
 
 	// Greedy sampling with the padded causal graph equals greedy sampling
 	// that recomputes each step with an exact-length graph.
-	opt.Prompt = []byte("The")
+	opt.Prompt, opt.NoCache = []byte("The"), true
 	g1, _ = Sample(tr.Params, cfg.Model, opt)
 	ctx := []byte("The")
 	for i := 0; i < 12; i++ {
@@ -175,7 +177,7 @@ func TestSample(t *testing.T) {
 		var next int
 		e.forward(ids, func(j int, logits []float64) error {
 			if j == len(w)-1 {
-				next = draw(logits, make([]float64, 256), 0, nil)
+				next = draw(logits, make([]float64, 256), SampleOptions{}, nil)
 			}
 			return nil
 		})
@@ -214,5 +216,84 @@ func TestSampleCachedEqualsRecompute(t *testing.T) {
 				t.Fatalf("%s temperature %v: cached %q, recomputed %q", pos, temp, a, b)
 			}
 		}
+	}
+}
+
+// TestGenerate: a batch of prompts of different lengths decoded together
+// gives each prompt's own greedy recompute; top-k 1 and a tiny top-p are
+// greedy at any temperature; Stop ends a sequence; OnByte streams exactly
+// the output; bad options are refused naming them; past the window the
+// cache slides and generation goes on.
+func TestGenerate(t *testing.T) {
+	cfg := tinyConfig()
+	cfg.Model.Pos = "rope"
+	tr := newTiny(t, cfg)
+	trainN(t, tr, 2)
+	prompts := [][]byte{[]byte("The quick"), []byte("A"), nil}
+	opt := SampleOptions{N: 12, Window: 24}
+	g, err := Generate(tr.Params, cfg.Model, prompts, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.Cached || g.Fallback != "" || g.Tokens != 36 || g.TokensPerSecond() <= 0 {
+		t.Fatalf("cached %v fallback %q tokens %d rate %v", g.Cached, g.Fallback, g.Tokens, g.TokensPerSecond())
+	}
+	for i, pr := range prompts {
+		o := opt
+		o.Prompt, o.NoCache = pr, true
+		want, err := Sample(tr.Params, cfg.Model, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(g.Out[i]) != string(want) {
+			t.Errorf("prompt %d: batched cached %q, alone recomputed %q", i, g.Out[i], want)
+		}
+	}
+	for _, o := range []SampleOptions{{N: 12, Window: 24, Temperature: 5, TopK: 1}, {N: 12, Window: 24, Temperature: 5, TopP: 1e-9}} {
+		h, err := Generate(tr.Params, cfg.Model, prompts, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range prompts {
+			if string(h.Out[i]) != string(g.Out[i]) {
+				t.Errorf("top-k %d top-p %v prompt %d: %q, greedy %q", o.TopK, o.TopP, i, h.Out[i], g.Out[i])
+			}
+		}
+	}
+	stop := g.Out[0][3:5]
+	var streamed [3][]byte
+	o := opt
+	o.Stop = stop
+	o.OnByte = func(i int, b byte) error { streamed[i] = append(streamed[i], b); return nil }
+	h, err := Generate(tr.Params, cfg.Model, prompts, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasSuffix(h.Out[0], stop) || len(h.Out[0]) > 5 {
+		t.Errorf("stop %q: output %q", stop, h.Out[0])
+	}
+	for i := range prompts {
+		if string(streamed[i]) != string(h.Out[i]) {
+			t.Errorf("prompt %d: streamed %q, returned %q", i, streamed[i], h.Out[i])
+		}
+	}
+	long, err := Generate(tr.Params, cfg.Model, prompts[:1], SampleOptions{N: 100, Window: 16, Sinks: 2, Temperature: 1, Seed: 2})
+	if err != nil || len(long.Out[0]) != 100 {
+		t.Fatalf("sliding: %d bytes, %v", len(long.Out[0]), err)
+	}
+	for _, c := range []struct {
+		o    SampleOptions
+		want string
+	}{{SampleOptions{N: 1, Window: 8, TopK: -1}, "top-k"}, {SampleOptions{N: 1, Window: 8, TopK: 257}, "top-k"},
+		{SampleOptions{N: 1, Window: 8, TopP: 1.5}, "top-p"}, {SampleOptions{N: 1, Window: 8, TopP: math.NaN()}, "top-p"},
+		{SampleOptions{N: 1, Window: 8, Sinks: 7}, "sinks"}} {
+		_, err := Generate(tr.Params, cfg.Model, prompts, c.o)
+		wantErr(t, err, c.want)
+	}
+	cfg.Model.Pos = "learned"
+	tl := newTiny(t, cfg)
+	f, err := Generate(tl.Params, cfg.Model, prompts[:1], SampleOptions{N: 3, Window: 8})
+	if err != nil || f.Cached || !strings.Contains(f.Fallback, "learned") || len(f.Out[0]) != 3 {
+		t.Fatalf("learned: cached %v fallback %q out %q err %v", f.Cached, f.Fallback, f.Out, err)
 	}
 }
