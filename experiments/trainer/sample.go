@@ -118,17 +118,9 @@ func checkSampleOptions(model layers.Config, opt SampleOptions) error {
 	return nil
 }
 
-// sampleRecompute is Sample computing the whole window for every byte.
+// sampleRecompute is Sample computing the whole window for every byte; its
+// callers have checked opt (checkSampleOptions).
 func sampleRecompute(p *graph.Params, model layers.Config, opt SampleOptions) ([]byte, error) {
-	if opt.Window <= 0 {
-		return nil, errors.Errorf("sample: window %d must be positive", opt.Window)
-	}
-	if opt.N < 0 {
-		return nil, errors.Errorf("sample: %d bytes asked", opt.N)
-	}
-	if math.IsNaN(opt.Temperature) || math.IsInf(opt.Temperature, 0) {
-		return nil, errors.Errorf("sample: temperature %v must be finite", opt.Temperature)
-	}
 	if opt.N == 0 {
 		return []byte{}, nil
 	}
