@@ -8,6 +8,7 @@
 //	go run ./experiments/train -config run.json -lr 1e-3
 //	go run ./experiments/train -pos t5 -t5-max-distance 64 -dump-config
 //	go run ./experiments/train -pos t5 -monitor 50    # attention monitor
+//	go run ./experiments/train -seq-len 4096 -batch 1 -stream -steps 8 -sample 0 -no-eval  # memory and time (docs/training.md)
 //
 // Every option of trainer.Config, layers.Config and posenc.Options is a
 // flag (go run ./experiments/train -h lists them grouped); -config starts
@@ -59,6 +60,7 @@ func run(args []string) int {
 	sample := fs.Int("sample", 200, "bytes of sample text to generate at the end (0: none)")
 	prompt := fs.String("prompt", "Light ", "prompt of the sample")
 	temp := fs.Float64("temp", 0.8, "sampling temperature (<= 0: greedy)")
+	noEval := fs.Bool("no-eval", false, "skip the final validation (periodic ones, -eval-every, still run): a training measurement without the evaluator's graph")
 	monitor := fs.Int("monitor", 0, "record attention statistics per layer and head every N updates to <ckpt stem>.monitor.csv and draw <ckpt stem>.monitor.png (0: off)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -82,7 +84,7 @@ func run(args []string) int {
 	opt := trainer.RunOptions{
 		Ckpt: *ckpt, Resume: *resume, Fresh: *fresh, SaveEvery: *saveEvery,
 		SampleLen: *sample, Prompt: *prompt, Temperature: *temp,
-		Progress: os.Stderr, Log: os.Stdout, MonitorEvery: *monitor,
+		Progress: os.Stderr, Log: os.Stdout, MonitorEvery: *monitor, NoEval: *noEval,
 	}
 	if err := opt.Check(); err != nil {
 		return usage(err)

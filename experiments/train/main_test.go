@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rpe-go/rpe/experiments/trainer"
@@ -90,6 +92,36 @@ func TestResumeTakesCheckpointConfig(t *testing.T) {
 		}
 		if s := step(); s != c.step {
 			t.Errorf("train %q: checkpoint at step %d, want %d", args, s, c.step)
+		}
+	}
+}
+
+// TestNoEval: -no-eval skips the final validation (the measurement runs of
+// docs/training.md), which a run without it records in its last log line.
+func TestNoEval(t *testing.T) {
+	dir := t.TempDir()
+	corpus := filepath.Join(dir, "c.txt")
+	text := make([]byte, 4000)
+	for i := range text {
+		text[i] = "abcdefgh ij\n"[i%12]
+	}
+	os.WriteFile(corpus, text, 0o644)
+	for _, noEval := range []bool{false, true} {
+		ck := filepath.Join(dir, fmt.Sprintf("ck%v.safetensors", noEval))
+		args := []string{"-d", "16", "-heads", "2", "-layers", "1", "-ffn", "32", "-batch", "2", "-seq", "16", "-eval-batch", "4",
+			"-sample", "0", "-corpus", corpus, "-ckpt", ck, "-steps", "2"}
+		if noEval {
+			args = append(args, "-no-eval")
+		}
+		if got := run(args); got != 0 {
+			t.Fatalf("-no-eval=%v: exit %d", noEval, got)
+		}
+		log, err := os.ReadFile(trainer.MetricsPath(ck))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(string(log), `"val`); got == noEval {
+			t.Errorf("-no-eval=%v: the log has a validation: %v, want %v\n%s", noEval, got, !noEval, log)
 		}
 	}
 }
