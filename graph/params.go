@@ -248,6 +248,26 @@ func (p *Params) Set(name string, data []float64) error {
 	return nil
 }
 
+// Randomize sets every parameter, in the order of Names, to independent
+// draws std·N(0, 1) from rng (a math/rand or math/rand/v2 generator): the
+// random weights of gradient checks and reference comparisons, where the
+// trained-from-init scale is too small to exercise a model.
+func (p *Params) Randomize(rng interface{ NormFloat64() float64 }, std float64) {
+	for _, n := range p.order {
+		v := p.vals[n]
+		switch d := v.Data().(type) {
+		case []float32:
+			for i := range d {
+				d[i] = float32(rng.NormFloat64() * std)
+			}
+		case []float64:
+			for i := range d {
+				d[i] = rng.NormFloat64() * std
+			}
+		}
+	}
+}
+
 // Float64s returns a copy of parameter name's values as float64.
 func (p *Params) Float64s(name string) []float64 {
 	v, ok := p.vals[name]

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"math/rand"
 	"strings"
 	"testing"
 
@@ -91,5 +92,34 @@ func TestParamsTwoStoresClash(t *testing.T) {
 	n2, err := a.Node(g, "w", tensor.Shape{2, 3}, Ones, true)
 	if err != nil || n1 != n2 {
 		t.Fatalf("same store, same name: %v, %p vs %p", err, n1, n2)
+	}
+}
+
+// TestRandomize: every parameter gets std·N(0,1) draws in the order of
+// Names, the same for float32 and float64 stores (to float32 rounding) and
+// for the same seed.
+func TestRandomize(t *testing.T) {
+	build := func(dt tensor.Dtype) *Params {
+		p := NewParams(dt, 1)
+		g := G.NewGraph()
+		for _, n := range []string{"a", "b"} {
+			if _, err := p.Node(g, n, tensor.Shape{2, 3}, Zeros, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p.Randomize(rand.New(rand.NewSource(3)), 0.5)
+		return p
+	}
+	p64, p32 := build(tensor.Float64), build(tensor.Float32)
+	rng := rand.New(rand.NewSource(3))
+	for _, n := range []string{"a", "b"} {
+		for i, x := range p64.Float64s(n) {
+			if want := rng.NormFloat64() * 0.5; x != want {
+				t.Fatalf("%s[%d] = %v, want %v", n, i, x, want)
+			}
+			if y := p32.Float64s(n)[i]; y != float64(float32(x)) {
+				t.Fatalf("float32 %s[%d] = %v, want %v", n, i, y, float32(x))
+			}
+		}
 	}
 }

@@ -22,16 +22,7 @@ func segConfig(pos string) layers.Config {
 }
 
 func segRandomize(t *testing.T, p *graph.Params, seed int64) {
-	rng := rand.New(rand.NewSource(seed))
-	for _, n := range p.Names() {
-		d := p.Float64s(n)
-		for i := range d {
-			d[i] = rng.NormFloat64() * 0.5
-		}
-		if err := p.Set(n, d); err != nil {
-			t.Fatal(err)
-		}
-	}
+	p.Randomize(rand.New(rand.NewSource(seed)), 0.5)
 }
 
 // segFull runs the model over the whole sequences ids [B, N] at positions

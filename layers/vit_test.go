@@ -53,15 +53,7 @@ func TestViTGrad(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, n := range p.Names() {
-				d := p.Float64s(n)
-				for i := range d {
-					d[i] = rng.NormFloat64() * 0.5
-				}
-				if err := p.Set(n, d); err != nil {
-					t.Fatal(err)
-				}
-			}
+			p.Randomize(rng, 0.5)
 			if err := graph.GradCheck(g, loss, m.Learnables(), graph.GradCheckOpts{MaxPerNode: 12, Seed: 1}); err != nil {
 				t.Fatal(err)
 			}

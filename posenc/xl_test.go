@@ -94,15 +94,7 @@ func xlRandInput(g *G.ExprGraph, rng *rand.Rand, name string, shape ...int) (*G.
 
 // xlRandomizeParams sets every parameter of p to N(0, 0.5²).
 func xlRandomizeParams(t *testing.T, p *graph.Params, rng *rand.Rand) {
-	for _, n := range p.Names() {
-		d := p.Float64s(n)
-		for i := range d {
-			d[i] = rng.NormFloat64() * 0.5
-		}
-		if err := p.Set(n, d); err != nil {
-			t.Fatal(err)
-		}
-	}
+	p.Randomize(rng, 0.5)
 }
 
 func xlRun(t *testing.T, g *G.ExprGraph) {

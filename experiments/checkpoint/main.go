@@ -1,7 +1,7 @@
 // Command checkpoint uses a checkpoint written by experiments/train (or the
 // extrapolation study):
 //
-//	go run ./experiments/checkpoint eval -ckpt F [-len 64,128,...] [-last-n K] [-corpus C] [-batch B] [-max-windows W] [-stream[=false]] [-mem-limit GiB]
+//	go run ./experiments/checkpoint eval -ckpt F [-len 64,128,...] [-protocol P ...] [-last-n K] [-corpus C] [-batch B] [-max-windows W] [-stream[=false]] [-mem-limit GiB]
 //	go run ./experiments/checkpoint sample -ckpt F -len N -prompt P [-prompt P2 ...] -temp T [-top-k K] [-top-p P] [-stop S] [-sinks S] [-no-cache] [-seed S] [-mem-limit GiB]
 //	go run ./experiments/checkpoint export -ckpt F -out W [-force]
 //	go run ./experiments/checkpoint info -ckpt F|W
@@ -12,6 +12,17 @@
 // the last K targets of each window). The corpus is the one recorded in the
 // checkpoint, checked against its SHA-256: a changed file is refused unless
 // -corpus is given explicitly.
+//
+// -protocol (repeatable) says how each window of Le bytes is scored
+// (trainer.Protocol; docs/long-context-protocols.md): full (the default,
+// one pass over the window), chunks[:W] (independent chunks of W),
+// stride[:W[:S]] (windows of W every S, each target with >= W-S context),
+// memory[:W[:M]] (segments of W attending to M states of the segment
+// before, Transformer-XL's recurrence for any encoding) and sinks[:W[:S]]
+// (token by token through a sliding key/value cache of W keeping S first
+// positions). W defaults to the training length. Every protocol scores the
+// same targets, so their bits per byte compare directly; eval prints each
+// one's time and targets per second.
 //
 // Before anything is evaluated, eval plans every length (plan.go,
 // planEval): a window longer than the validation text is refused naming
@@ -66,6 +77,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pkg/errors"
 
@@ -127,6 +139,15 @@ func parse(fs *flag.FlagSet, args []string, stderr io.Writer, ckpt *string) erro
 	return nil
 }
 
+// protocolList is the repeatable -protocol flag.
+type protocolList []string
+
+func (l *protocolList) String() string { return strings.Join(*l, ",") }
+func (l *protocolList) Set(s string) error {
+	*l = append(*l, s)
+	return nil
+}
+
 // lengths is a repeatable, comma-separated list of window lengths.
 type lengths []int
 
@@ -154,6 +175,9 @@ func evalCmd(args []string, stdout, stderr io.Writer) error {
 	var stream streamMode
 	fs.Var(&stream, "stream", "streaming attention, O(T) memory: auto (stream when the materialised graph would need more than 1 GiB), true or false")
 	memLimit := fs.Float64("mem-limit", 0, "GiB the evaluation may use (0: the machine's MemAvailable)")
+	var protoArgs protocolList
+	fs.Var(&protoArgs, "protocol", "how each window is scored, repeatable: full (default), chunks[:W], stride[:W[:S]], memory[:W[:M]], sinks[:W[:S]]; "+
+		"W defaults to the training length, S (stride) to W/2, M to W, S (sinks) to 4 (see trainer.Protocol)")
 	if err := parse(fs, args, stderr, ckpt); err != nil {
 		return err
 	}
@@ -195,18 +219,32 @@ func evalCmd(args []string, stdout, stderr io.Writer) error {
 	if len(lens) == 0 {
 		lens = lengths{cfg.SeqLen}
 	}
+	if len(protoArgs) == 0 {
+		protoArgs = protocolList{"full"}
+	}
+	protocols := make([]trainer.Protocol, len(protoArgs))
+	for i, a := range protoArgs {
+		if protocols[i], err = trainer.ParseProtocol(a, cfg.SeqLen); err != nil {
+			return usageError{errors.WithMessage(err, "-protocol")}
+		}
+	}
 	protos := []int{0}
 	if *lastN > 0 {
 		protos = append(protos, *lastN)
 	}
 	// Every length is planned before anything is evaluated: a text too
 	// short or a graph over the memory is refused before allocating.
-	plans := make([]evalPlan, len(lens))
+	type job struct {
+		le    int
+		proto trainer.Protocol
+		plan  evalPlan
+	}
+	var jobs []job
 	var streamErr error
 	if stream != streamOff {
 		streamErr = trainer.StreamError(cfg.Model)
 	}
-	for i, le := range lens {
+	for _, le := range lens {
 		if trainer.Windows(len(c.Val), le) == 0 {
 			return usageError{errors.Errorf("-len %d: the validation text (%s, %d bytes) is too short for one window of %d+1 bytes; use a smaller -len or a longer -corpus",
 				le, c.Path, len(c.Val), le)}
@@ -215,15 +253,22 @@ func evalCmd(args []string, stdout, stderr io.Writer) error {
 			return usageError{errors.Errorf("-last-n %d is longer than the window -len %d", *lastN, le)}
 		}
 		b := trainer.RunBatch(len(c.Val), trainer.EvalOptions{Len: le, Batch: *batch, MaxWindows: *maxW}, true)
-		if plans[i], err = planEval(planInput{Model: cfg.Model, Batch: b, Len: le, DtypeSize: int(p.Dtype().Size()), Avail: avail,
-			Mode: stream, StreamErr: streamErr}); err != nil {
-			return err
+		for _, proto := range protocols {
+			if err := proto.Check(le); err != nil {
+				return usageError{errors.WithMessagef(err, "-protocol with -len %d", le)}
+			}
+			pl, err := planEval(planInput{Model: cfg.Model, Batch: b, Len: proto.GraphLen(le), DtypeSize: int(p.Dtype().Size()), Avail: avail,
+				Mode: stream, StreamErr: streamErr})
+			if err != nil {
+				return err
+			}
+			jobs = append(jobs, job{le, proto, pl})
 		}
 	}
 	fmt.Fprintf(stdout, "checkpoint %s (step %d, pos=%s, L=%d); corpus %s: %d validation bytes\n", *ckpt, ck.Step, cfg.Model.Pos, cfg.SeqLen,
 		c.Path, len(c.Val))
-	for i, le := range lens {
-		pl := plans[i]
+	for _, jb := range jobs {
+		le, pl := jb.le, jb.plan
 		model := cfg.Model
 		model.Stream = pl.Stream
 		attn := "materialised attention"
@@ -234,23 +279,30 @@ func evalCmd(args []string, stdout, stderr io.Writer) error {
 		if avail > 0 {
 			mem = bytesString(avail) + " available"
 		}
-		fmt.Fprintf(stdout, "Le=%d: %s (%s); estimated %s, %s\n", le, attn, pl.Why, bytesString(pl.Estimate.Total), mem)
-		ss, err := trainer.ScoreText(p, model, c.Val, protos, trainer.EvalOptions{Len: le, Batch: *batch, MaxWindows: *maxW})
+		tag := fmt.Sprintf("Le=%d", le)
+		if len(protocols) > 1 || jb.proto.String() != "full" {
+			tag = fmt.Sprintf("Le=%d %s", le, jb.proto)
+		}
+		fmt.Fprintf(stdout, "%s (%s): %s (%s); estimated %s, %s\n", tag, jb.proto.Describe(), attn, pl.Why, bytesString(pl.Estimate.Total), mem)
+		t0 := time.Now()
+		ss, err := trainer.ScoreText(p, model, c.Val, protos, trainer.EvalOptions{Len: le, Batch: *batch, MaxWindows: *maxW, Protocol: jb.proto})
 		if errors.Is(err, posenc.ErrBeyondTable) {
-			fmt.Fprintf(stdout, "Le=%d: n/a (%v)\n", le, err)
+			fmt.Fprintf(stdout, "%s: n/a (%v)\n", tag, err)
 			continue
 		}
 		if err != nil {
 			return errors.WithMessagef(err, "Le=%d", le)
 		}
+		took := time.Since(t0)
 		for i, s := range ss {
 			what := "all targets"
 			if protos[i] > 0 {
 				what = fmt.Sprintf("last %d of each window", protos[i])
 			}
-			fmt.Fprintf(stdout, "Le=%d %s: %.4f bits/byte, perplexity %.3f (%d targets, %d windows)\n", le, what, s.BitsPerByte(),
+			fmt.Fprintf(stdout, "%s %s: %.4f bits/byte, perplexity %.3f (%d targets, %d windows)\n", tag, what, s.BitsPerByte(),
 				s.Perplexity(), s.Tokens, s.Windows)
 		}
+		fmt.Fprintf(stdout, "%s time: %.2f s, %.0f targets/s\n", tag, took.Seconds(), float64(ss[0].Tokens)/took.Seconds())
 	}
 	if rss, ok := trainer.PeakRSS(); ok {
 		fmt.Fprintf(stdout, "peak RSS: %s\n", bytesString(rss))

@@ -51,6 +51,31 @@ func TestSubcommands(t *testing.T) {
 			t.Errorf("eval output lacks %q:\n%s", s, out)
 		}
 	}
+	out = do(0, "eval", "-ckpt", ck, "-protocol", "full", "-protocol", "chunks:4", "-protocol", "stride:8:2", "-protocol", "memory:4")
+	for _, s := range []string{"Le=8 full all targets:", "Le=8 chunks:4 all targets:", "Le=8 stride:8:2 all targets:", "Le=8 memory:4:4 all targets:",
+		"Le=8 chunks:4 time:", "(independent chunks of 4)"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("eval -protocol output lacks %q:\n%s", s, out)
+		}
+	}
+	// every protocol scores the same targets
+	if n := strings.Count(out, "all targets: "); n != 4 {
+		t.Errorf("%d protocol lines, want 4:\n%s", n, out)
+	}
+	for _, c := range []struct{ arg, want string }{
+		{"sinks", "learned cannot decode incrementally"},
+		{"stride:8:9", "stride 9 must be in [1, 8]"},
+		{"memory:3", "window 3 must divide the document length"},
+		{"chunk", `unknown name "chunk"`},
+	} {
+		code := 2
+		if c.arg == "sinks" {
+			code = 1
+		}
+		if out := do(code, "eval", "-ckpt", ck, "-protocol", c.arg); !strings.Contains(out, c.want) {
+			t.Errorf("-protocol %s: output lacks %q:\n%s", c.arg, c.want, out)
+		}
+	}
 	// Another text at the recorded path is refused unless given explicitly.
 	os.WriteFile(corpus, bytes.ToUpper(text), 0o644)
 	if out := do(1, "eval", "-ckpt", ck); !strings.Contains(out, "pass -corpus explicitly") {

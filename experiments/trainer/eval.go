@@ -174,6 +174,47 @@ func ScoreWindows(n, le int) int {
 // shifted by one, positions from..Len-1 scored.
 type window struct{ start, from int }
 
+// lastFloors returns the first position each last-n protocol of lastNs
+// scores in a window of le positions (0 for lastN 0). Errors: no protocol,
+// a lastN outside [0, le].
+func lastFloors(lastNs []int, le int) ([]int, error) {
+	if len(lastNs) == 0 {
+		return nil, errors.New("score: no protocol (lastNs is empty)")
+	}
+	lo := make([]int, len(lastNs))
+	for k, n := range lastNs {
+		if n < 0 || n > le {
+			return nil, errors.Errorf("score: last-n %d outside [0, %d]", n, le)
+		}
+		if n > 0 {
+			lo[k] = le - n
+		}
+	}
+	return lo, nil
+}
+
+// documents returns the windows Score runs on n bytes at length le (see
+// Score): the full windows, at most maxWindows > 0 of them, then, with no
+// limit, the tail window right-aligned to the end of the text, scoring
+// only its last (n-1) mod le targets. Errors: n < le+1.
+func documents(n, le, maxWindows int) ([]window, error) {
+	full := Windows(n, le)
+	if full == 0 {
+		return nil, tooShort(n, le)
+	}
+	if maxWindows > 0 {
+		full = min(full, maxWindows)
+	}
+	wins := make([]window, 0, full+1)
+	for w := 0; w < full; w++ {
+		wins = append(wins, window{start: w * le})
+	}
+	if r := (n - 1) % le; maxWindows <= 0 && r != 0 {
+		wins = append(wins, window{start: n - 1 - le, from: le - r})
+	}
+	return wins, nil
+}
+
 // Score scores text with one Score per entry of lastNs, in one pass over
 // the windows. lastN 0 scores every target; lastN = k > 0 only the last k
 // targets of each window (positions Len-k..Len-1, which see at least Len-k
@@ -198,32 +239,13 @@ type window struct{ start, from int }
 // window (Len+1 bytes), a failure of the graph.
 func (e *Evaluator) Score(text []byte, lastNs []int, maxWindows int) ([]Score, error) {
 	le := e.Len
-	if len(lastNs) == 0 {
-		return nil, errors.New("score: no protocol (lastNs is empty)")
+	lo, err := lastFloors(lastNs, le)
+	if err != nil {
+		return nil, err
 	}
-	lo := make([]int, len(lastNs)) // first position each protocol scores
-	for k, n := range lastNs {
-		if n < 0 || n > le {
-			return nil, errors.Errorf("score: last-n %d outside [0, %d]", n, le)
-		}
-		if n > 0 {
-			lo[k] = le - n
-		}
-	}
-	n := len(text)
-	full := Windows(n, le)
-	if full == 0 {
-		return nil, tooShort(n, le)
-	}
-	var wins []window
-	if maxWindows > 0 {
-		full = min(full, maxWindows)
-	}
-	for w := 0; w < full; w++ {
-		wins = append(wins, window{start: w * le})
-	}
-	if r := (n - 1) % le; maxWindows <= 0 && r != 0 {
-		wins = append(wins, window{start: n - 1 - le, from: le - r})
+	wins, err := documents(len(text), le, maxWindows)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]Score, len(lastNs))
 	ids := make([]int, e.Batch*le)
@@ -330,11 +352,16 @@ type EvalOptions struct {
 	// MaxWindows > 0 limits the number of full windows (and runs no tail
 	// window).
 	MaxWindows int
+	// Protocol is how each window (a document of Len tokens) is scored;
+	// the zero value is full (see Protocol).
+	Protocol Protocol
 }
 
-// ScoreText builds an Evaluator for model over p at length opt.Len with
-// batch min(opt.Batch, windows run), scores text with every protocol of
-// lastNs (see Evaluator.Score; opt.LastN is ignored) and releases the graph.
+// ScoreText builds a Scorer for model over p at length opt.Len with
+// opt.Protocol (the zero value: full, an Evaluator) and batch
+// min(opt.Batch, windows run), scores text with every protocol of lastNs
+// (see Evaluator.Score and Scorer.Score; opt.LastN is ignored) and
+// releases the graph.
 // A text shorter than one window is refused before the graph is built
 // (an error wrapping ErrTooShort, naming both lengths), and so is a graph
 // over the available memory (NewEvaluator). A model that cannot run at
@@ -347,8 +374,8 @@ func ScoreText(p *graph.Params, model layers.Config, text []byte, lastNs []int, 
 	if Windows(len(text), opt.Len) == 0 {
 		return nil, tooShort(len(text), opt.Len)
 	}
-	opt.Batch = RunBatch(len(text), opt, true) // no padding rows for a short text
-	e, err := NewEvaluator(p, model, opt.Batch, opt.Len)
+	opt.Batch = opt.Protocol.runBatch(len(text), opt, true) // no padding rows for a short text
+	e, err := NewScorer(p, model, opt.Batch, opt.Len, opt.Protocol)
 	if err != nil {
 		return nil, err
 	}
@@ -356,8 +383,9 @@ func ScoreText(p *graph.Params, model layers.Config, text []byte, lastNs []int, 
 	return e.Score(text, lastNs, opt.MaxWindows)
 }
 
-// Evaluate builds an Evaluator for model over p at length opt.Len, scores
-// the full windows of data with one protocol (see Evaluator.Eval) and
+// Evaluate builds an Evaluator (or, with opt.Protocol, a Scorer) for model
+// over p at length opt.Len, scores the full windows of data with one
+// last-n protocol (see Evaluator.Eval) and
 // releases the graph. The extrapolation study calls it at Le = L, 2L, 4L, 8L
 // on the same Params. A text shorter than one window is refused before the
 // graph is built, as by ScoreText.
@@ -368,11 +396,27 @@ func Evaluate(p *graph.Params, model layers.Config, data []byte, opt EvalOptions
 	if Windows(len(data), opt.Len) == 0 {
 		return EvalResult{}, tooShort(len(data), opt.Len)
 	}
-	opt.Batch = RunBatch(len(data), opt, false) // no padding rows for a short text
-	e, err := NewEvaluator(p, model, opt.Batch, opt.Len)
+	opt.Batch = opt.Protocol.runBatch(len(data), opt, false) // no padding rows for a short text
+	if opt.Protocol.name() == ProtoFull {
+		e, err := NewEvaluator(p, model, opt.Batch, opt.Len)
+		if err != nil {
+			return EvalResult{}, err
+		}
+		defer e.Close()
+		return e.Eval(data, opt.LastN, opt.MaxWindows)
+	}
+	full := Windows(len(data), opt.Len)
+	if opt.MaxWindows <= 0 || opt.MaxWindows > full {
+		opt.MaxWindows = full
+	}
+	e, err := NewScorer(p, model, opt.Batch, opt.Len, opt.Protocol)
 	if err != nil {
 		return EvalResult{}, err
 	}
 	defer e.Close()
-	return e.Eval(data, opt.LastN, opt.MaxWindows)
+	s, err := e.Score(data, []int{opt.LastN}, opt.MaxWindows)
+	if err != nil {
+		return EvalResult{}, err
+	}
+	return s[0].Result(), nil
 }
