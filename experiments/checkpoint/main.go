@@ -14,7 +14,7 @@
 // -corpus is given explicitly.
 //
 // -protocol (repeatable) says how each window of Le bytes is scored
-// (trainer.Protocol; docs/long-context-protocols.md): full (the default,
+// (trainer.Protocol; docs/evaluation.md): full (the default,
 // one pass over the window), chunks[:W] (independent chunks of W),
 // stride[:W[:S]] (windows of W every S, each target with >= W-S context),
 // memory[:W[:M]] (segments of W attending to M states of the segment
