@@ -24,6 +24,9 @@ import (
 // NewDecoder refuses them with that reason. While the cache fills, its
 // empty slots are masked; once it holds W-1 keys the oldest is dropped
 // (a sliding window), except the first Sinks ones (attention sinks).
+// An absolute table (posenc.StepAdder) gets each new token's own position
+// at run time instead; its cache cannot slide (CanSlide), and a step past
+// the window is an error.
 //
 // Until the context exceeds W tokens, every step's logits equal those of
 // the full computation of the model over the whole context (up to
@@ -47,6 +50,11 @@ type Decoder struct {
 	vm     G.VM
 	filled []int // keys in each sequence's cache, <= W-1
 	seen   []int // tokens each sequence stepped since Reset
+	// step, for an absolute table (posenc.StepAdder), is the one-hot
+	// [B, W] of each new token's position; nil otherwise.
+	step  *tensor.Dense
+	stepv []float64
+	abs   string // the encoding's name if step != nil
 }
 
 // NewDecoder builds the decoding graph of the causal model cfg (weights from
@@ -89,6 +97,11 @@ func NewDecoder(p *graph.Params, cfg Config, b, w, sinks int) (*Decoder, error) 
 	}
 	r.mask = graph.FromFloat64s(dt, tensor.Shape{b, 1, 1, w}, r.maskv)
 	o.Mask = graph.MaskNode(g, r.mask, graph.UniqueName(g, "decode_mask"))
+	if _, ok := lm.Pos.(posenc.StepAdder); ok {
+		r.stepv, r.abs = make([]float64, b*w), lm.Pos.Name()
+		r.step = graph.FromFloat64s(dt, tensor.Shape{b, w}, r.stepv)
+		o.StepPos = G.NewTensor(g, dt, 2, G.WithShape(b, w), G.WithValue(r.step), G.WithName(graph.UniqueName(g, "decode_positions")))
+	}
 	logits, err := lm.FwdWith(ids, o) // [B, V]
 	if err != nil {
 		return nil, errors.Wrapf(err, "decoder: B=%d W=%d", b, w)
@@ -108,6 +121,20 @@ func NewDecoder(p *graph.Params, cfg Config, b, w, sinks int) (*Decoder, error) 
 // CanDecode returns nil if the model cfg can decode incrementally, and
 // otherwise an error with the encoding's reason (posenc.Info.NoDecode).
 func CanDecode(cfg Config) error {
+	return decodeCheck(cfg, "decode incrementally", func(i posenc.Info) string { return i.NoDecode })
+}
+
+// CanSlide returns nil if the decoding cache of the model cfg can slide
+// past its window, and otherwise an error with the encoding's reason
+// (posenc.Info.NoSlide: an absolute table decodes only while the whole
+// context fits the window).
+func CanSlide(cfg Config) error {
+	return decodeCheck(cfg, "slide past the window", func(i posenc.Info) string { return i.NoSlide })
+}
+
+// decodeCheck is the error "decoder: NAME cannot WHAT: REASON" if the
+// registry entry of cfg's encoding gives a reason, else nil.
+func decodeCheck(cfg Config, what string, reason func(posenc.Info) string) error {
 	name := cfg.Pos
 	if name == "" {
 		name = "none"
@@ -116,8 +143,8 @@ func CanDecode(cfg Config) error {
 	if !ok {
 		return errors.Errorf("decoder: unknown encoding %q", name)
 	}
-	if info.NoDecode != "" {
-		return errors.Errorf("decoder: %s cannot decode incrementally: %s", name, info.NoDecode)
+	if r := reason(info); r != "" {
+		return errors.Errorf("decoder: %s cannot %s: %s", name, what, r)
 	}
 	return nil
 }
@@ -154,6 +181,16 @@ func (r *Decoder) Step(ids []int) ([]float64, error) {
 		if id != Skip && (id < 0 || id >= vocab) {
 			return nil, errors.Errorf("decoder: token %d of sequence %d is outside the vocabulary [0, %d)", id, i, vocab)
 		}
+		if r.step != nil {
+			row := r.stepv[i*r.W : (i+1)*r.W]
+			clear(row)
+			if id != Skip {
+				if r.seen[i] >= r.W {
+					return nil, errors.Errorf("decoder: sequence %d reaches position %d, past the window of %d: %s cannot slide (%s)", i, r.seen[i], r.W, r.abs, posenc.NoSlideReason)
+				}
+				row[r.seen[i]] = 1
+			}
+		}
 		r.ids[i] = max(id, 0)
 		row := r.maskv[i*r.W : (i+1)*r.W]
 		for j := range row {
@@ -164,6 +201,9 @@ func (r *Decoder) Step(ids []int) ([]float64, error) {
 		}
 	}
 	segSetFloats(r.mask, r.maskv)
+	if r.step != nil {
+		segSetFloats(r.step, r.stepv)
+	}
 	err := r.vm.RunAll()
 	r.vm.Reset()
 	if err != nil {

@@ -267,6 +267,11 @@ type Options struct {
 	// to themselves, the cache sitting at Start-M..Start-1. Exclusive with
 	// Mems. LM.CachedKV returns the tokens' own keys and values to append.
 	KV []KV
+	// StepPos, with KV, is a float input [B, P] holding a 1 at each new
+	// token's absolute position (a single token per sequence): an absolute
+	// table (posenc.StepAdder) adds those rows instead of the span's
+	// (layers.Decoder). Other encodings ignore it.
+	StepPos *G.Node
 }
 
 // Fwd maps ids [B, T] (tensor.Int) at positions 0..T-1 to logits [B*T, Vocab].
@@ -325,7 +330,16 @@ func (m *LM) FwdWith(ids *G.Node, o Options) (*G.Node, error) {
 	}
 	if ad, ok := m.Pos.(posenc.InputAdder); ok {
 		site := &posenc.Site{G: m.g, Params: m.p, Layer: -1, Prefix: "", B: b, H: m.Cfg.Heads, DHead: d / m.Cfg.Heads, DModel: d, Span: span, Pos: o.Pos, Causal: m.Cfg.Causal}
-		if x, err = ad.AddToInput(site, x); err != nil { // [B, T, d]
+		sa, step := m.Pos.(posenc.StepAdder)
+		switch {
+		case o.StepPos != nil && step:
+			x, err = sa.AddAtSteps(site, x, o.StepPos) // [B, 1, d]
+		case o.StepPos != nil:
+			err = errors.Errorf("lm: %s cannot add positions given per step", m.Pos.Name())
+		default:
+			x, err = ad.AddToInput(site, x) // [B, T, d]
+		}
+		if err != nil {
 			return nil, err
 		}
 	}

@@ -84,21 +84,26 @@ func (e *Sinusoidal) AddToInput(s *Site, x *G.Node) (*G.Node, error) {
 	if sh.Dims() != 3 || sh[2] != s.DModel {
 		return nil, errors.Errorf("posenc sinusoidal: input has shape %v, want [B, T, %d]", sh, s.DModel)
 	}
-	t, d := sh[1], sh[2]
+	return graph.BroadcastAdd(x, e.tableNode(s, s.QStart, sh[1]))
+}
+
+// tableNode is the constant node Scale·PE[start:start+t] [t, d] of s's
+// graph, its values computed once per (start, t, d, scale, dtype).
+func (e *Sinusoidal) tableNode(s *Site, start, t int) *G.Node {
+	d := s.DModel
 	scale := e.Scale
 	if scale == 0 {
 		scale = DefaultSinusoidalScale(d)
 	}
-	key := sinusoidKey{start: s.QStart, t: t, d: d, scale: scale, dt: s.Dtype()}
+	key := sinusoidKey{start: start, t: t, d: d, scale: scale, dt: s.Dtype()}
 	tab, _ := e.cache.get(key, func() (*tensor.Dense, error) {
-		pe := SinusoidTable(s.QStart, t, d)
+		pe := SinusoidTable(start, t, d)
 		for i := range pe {
 			pe[i] *= scale
 		}
 		return graph.FromFloat64s(key.dt, tensor.Shape{t, d}, pe), nil
 	})
-	pe := G.NewTensor(s.G, s.Dtype(), 2, G.WithShape(t, d), G.WithValue(tab), G.WithName(graph.UniqueName(s.G, "sinusoid_pe")))
-	return graph.BroadcastAdd(x, pe)
+	return G.NewTensor(s.G, s.Dtype(), 2, G.WithShape(t, d), G.WithValue(tab), G.WithName(graph.UniqueName(s.G, "sinusoid_pe")))
 }
 
 // Learned is a learned absolute position table [MaxLen, d] (parameter
@@ -164,3 +169,45 @@ func (e *Learned) AddToInput(s *Site, x *G.Node) (*G.Node, error) {
 // Accepts implements PositionAccepter: with no hooks, None serves every
 // kind of positions.
 func (None) Accepts() []PosKind { return PosKinds }
+
+// stepRows returns onehot [B, P] · tab [P, d] reshaped to [B, 1, d] and
+// added to x [B, 1, d] (StepAdder).
+func stepRows(name string, s *Site, x, onehot, tab *G.Node) (*G.Node, error) {
+	sh, oh := x.Shape(), onehot.Shape()
+	if sh.Dims() != 3 || sh[1] != 1 || sh[2] != s.DModel || oh.Dims() != 2 || oh[0] != sh[0] {
+		return nil, errors.Errorf("posenc %s: step input %v and positions %v, want [B, 1, %d] and [B, P]", name, sh, oh, s.DModel)
+	}
+	rows, err := G.Mul(onehot, tab) // [B, d]
+	if err != nil {
+		return nil, errors.Wrapf(err, "posenc %s: step rows", name)
+	}
+	if rows, err = graph.Reshape(rows, sh[0], 1, sh[2]); err != nil {
+		return nil, err
+	}
+	return G.Add(x, rows)
+}
+
+// AddAtSteps implements StepAdder: x [B, 1, d] + Scale·PE[pos_b], the
+// positions given by onehot [B, P].
+func (e *Sinusoidal) AddAtSteps(s *Site, x, onehot *G.Node) (*G.Node, error) {
+	return stepRows("sinusoidal", s, x, onehot, e.tableNode(s, 0, onehot.Shape()[len(onehot.Shape())-1]))
+}
+
+// AddAtSteps implements StepAdder: x [B, 1, d] + table[pos_b], the
+// positions given by onehot [B, P], P <= MaxLen.
+func (e *Learned) AddAtSteps(s *Site, x, onehot *G.Node) (*G.Node, error) {
+	p, d := onehot.Shape()[len(onehot.Shape())-1], s.DModel
+	if p > e.MaxLen {
+		return nil, errors.Wrapf(ErrBeyondTable, "posenc learned: decoding positions 0..%d asked, the table has %d (learned absolute positions cannot extrapolate)", p-1, e.MaxLen)
+	}
+	tab, err := s.Params.Node(s.G, "pos_emb", tensor.Shape{e.MaxLen, d}, graph.Normal(e.InitStd), false)
+	if err != nil {
+		return nil, err
+	}
+	if p != e.MaxLen {
+		if tab, err = G.Slice(tab, G.S(0, p)); err != nil {
+			return nil, errors.Wrap(err, "posenc learned: slice")
+		}
+	}
+	return stepRows("learned", s, x, onehot, tab)
+}

@@ -16,14 +16,21 @@ import "slices"
 // through their differences: shifting every position by the same amount
 // changes nothing but rounding. Those are the encodings below without a
 // note. The others say why not (Info.NoDecode).
+//
+// Absolute tables (sinusoidal, learned) decode too: they are StepAdders,
+// fed each new token's own position at run time; their attention has no
+// position terms, so the cache's positions do not matter. Their cached keys
+// carry the positions they were added at, so their cache cannot slide
+// (noSlide).
 var decodeNotes = map[string]string{
-	"sinusoidal": "an absolute table indexes the token's own position, which the fixed-position cache does not carry",
-	"learned":    "an absolute table indexes the token's own position, which the fixed-position cache does not carry",
-	"fire":       "FIRE normalises by the query's absolute position (Li et al. 2023, Eq. 4), not a difference",
-	RopeDynamic:  "rope-dynamic rescales the base by the current length, so every cached key's rotation changes as the context grows",
-	CoPEName:     "CoPE's gates would count the cache's empty slots while it fills",
-	"cpe":        "CPE's convolution reads the neighbouring tokens after every block",
+	"fire":      "FIRE normalises by the query's absolute position (Li et al. 2023, Eq. 4), not a difference",
+	RopeDynamic: "rope-dynamic rescales the base by the current length, so every cached key's rotation changes as the context grows",
+	CoPEName:    "CoPE's gates would count the cache's empty slots while it fills",
+	"cpe":       "CPE's convolution reads the neighbouring tokens after every block",
 }
+
+// NoSlideReason is Info.NoSlide of the absolute tables (the StepAdders).
+const NoSlideReason = "an absolute table gave every cached key the position it was added at; sliding the window would renumber them, so the whole context must fit the window"
 
 // noDecode is Info.NoDecode of a registered encoding: empty for the line
 // encodings that decode incrementally, the reason otherwise.

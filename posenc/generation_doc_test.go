@@ -11,7 +11,8 @@ import (
 
 // TestGenerationDocTable: the table of docs/generation.md between its
 // nodecode markers lists every line encoding of the registry with its
-// Info.NoDecode ("yes" if it decodes), and nothing else.
+// Info.NoDecode ("yes" if it decodes) and Info.NoSlide ("yes" if its cache
+// slides, "—" if it does not decode), and nothing else.
 func TestGenerationDocTable(t *testing.T) {
 	b, err := os.ReadFile("../docs/generation.md")
 	if err != nil {
@@ -25,10 +26,10 @@ func TestGenerationDocTable(t *testing.T) {
 	got := map[string]string{}
 	for _, line := range strings.Split(s[i:j], "\n") {
 		f := strings.Split(line, "|")
-		if len(f) != 4 || !strings.HasPrefix(strings.TrimSpace(f[1]), "`") {
+		if len(f) != 5 || !strings.HasPrefix(strings.TrimSpace(f[1]), "`") {
 			continue
 		}
-		got[strings.Trim(strings.TrimSpace(f[1]), "`")] = strings.TrimSpace(f[2])
+		got[strings.Trim(strings.TrimSpace(f[1]), "`")] = strings.TrimSpace(f[2]) + " | " + strings.TrimSpace(f[3])
 	}
 	want := map[string]string{}
 	for _, n := range posenc.Names() {
@@ -36,10 +37,16 @@ func TestGenerationDocTable(t *testing.T) {
 		if !slices.Contains(info.Positions, posenc.PosLine) {
 			continue
 		}
-		want[n] = info.NoDecode
-		if want[n] == "" {
-			want[n] = "yes"
+		dec, slide := info.NoDecode, info.NoSlide
+		switch {
+		case dec != "":
+			slide = "—"
+		case slide == "":
+			dec, slide = "yes", "yes"
+		default:
+			dec = "yes"
 		}
+		want[n] = dec + " | " + slide
 	}
 	for n, w := range want {
 		if got[n] != w {

@@ -104,6 +104,24 @@ func checkDecodeSliding(t *testing.T, name string, o posenc.Options) {
 	}
 	cfg := tinyLM(name, o, true)
 	cfg.Layers = 1
+	if info, _ := posenc.InfoOf(name); info.NoSlide != "" {
+		// an absolute table decodes within the window and refuses to slide
+		dec, err := layers.NewDecoder(graph.NewParams(tensor.Float64, 1), cfg, 2, w, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		defer dec.Close()
+		for i := 0; i < w; i++ {
+			if _, err := dec.Step([]int{toks[0][i], layers.Skip}); err != nil {
+				t.Fatalf("%s: step %d within the window: %v", name, i, err)
+			}
+		}
+		_, err = dec.Step([]int{toks[0][w], toks[1][0]})
+		if err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), info.NoSlide) {
+			t.Fatalf("%s: a step past the window gave %v, want an error naming it and %q", name, err, info.NoSlide)
+		}
+		return
+	}
 	for _, sinks := range []int{0, 2} {
 		p := graph.NewParams(tensor.Float64, 1)
 		// want[s][i]: logits after sequence s's token i.

@@ -74,6 +74,21 @@ type InputAdder interface {
 	AddToInput(s *Site, x *G.Node) (*G.Node, error)
 }
 
+// StepAdder is an InputAdder whose table can also be indexed by positions
+// given at run time, so that one decoding graph (layers.Decoder) serves
+// every step: the cache sits at fixed positions, but an absolute table
+// adds each new token's own position, and the cached keys keep the ones
+// they were added at (so the cache cannot slide: Info.NoSlide).
+type StepAdder interface {
+	InputAdder
+	// AddAtSteps returns x + onehot·PE[0:P], with x [B, 1, d] one new
+	// token per sequence and onehot [B, P] a float input holding a single
+	// 1 per row, at the token's position (a row of zeros adds nothing).
+	// An encoding whose table has fewer than P positions returns an error
+	// wrapping ErrBeyondTable.
+	AddAtSteps(s *Site, x, onehot *G.Node) (*G.Node, error)
+}
+
 // QKTransformer transforms queries and keys before their dot products
 // (RoPE and its scalings).
 type QKTransformer interface {
@@ -442,6 +457,11 @@ type Info struct {
 	// positions: see decodeNotes), and otherwise says why it cannot; the
 	// sampler then recomputes the window per token and prints the reason.
 	NoDecode string
+	// NoSlide is empty for an encoding whose decoding cache can slide past
+	// its window (layers.Decoder with sinks), and otherwise says why not:
+	// an absolute table (a StepAdder) decodes only while the whole context
+	// fits the window; past it the sampler recomputes.
+	NoSlide string
 }
 
 type factory func(o Options) (Encoding, error)
@@ -463,6 +483,9 @@ func register(info Info, f factory) {
 	}
 	info.Positions = Accepted(e)
 	info.NoDecode = noDecode(info)
+	if _, ok := e.(StepAdder); ok && info.NoDecode == "" {
+		info.NoSlide = NoSlideReason
+	}
 	registry[info.Name] = entry{info, f}
 }
 
@@ -530,6 +553,9 @@ func InfoOf(name string) (Info, bool) {
 		info.EvalOnly = info.EvalOnly || e.info.EvalOnly
 		if info.NoDecode == "" && e.info.NoDecode != "" {
 			info.NoDecode = n + ": " + e.info.NoDecode
+		}
+		if info.NoSlide == "" && e.info.NoSlide != "" {
+			info.NoSlide = n + ": " + e.info.NoSlide
 		}
 	}
 	enc, err := New(name, Options{})

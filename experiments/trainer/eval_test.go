@@ -292,8 +292,19 @@ func TestGenerate(t *testing.T) {
 	}
 	cfg.Model.Pos = "learned"
 	tl := newTiny(t, cfg)
-	f, err := Generate(tl.Params, cfg.Model, prompts[:1], SampleOptions{N: 3, Window: 8})
-	if err != nil || f.Cached || !strings.Contains(f.Fallback, "learned") || len(f.Out[0]) != 3 {
-		t.Fatalf("learned: cached %v fallback %q out %q err %v", f.Cached, f.Fallback, f.Out, err)
+	// an absolute table decodes with the cache while the context fits the
+	// window (greedy equal to the recompute), and recomputes past it
+	short := [][]byte{[]byte("The ")}
+	f, err := Generate(tl.Params, cfg.Model, short, SampleOptions{N: 5, Window: 8})
+	if err != nil || !f.Cached || len(f.Out[0]) != 5 {
+		t.Fatalf("learned within the window: cached %v fallback %q out %q err %v", f.Cached, f.Fallback, f.Out, err)
+	}
+	r, err := Generate(tl.Params, cfg.Model, short, SampleOptions{N: 5, Window: 8, NoCache: true})
+	if err != nil || !bytes.Equal(r.Out[0], f.Out[0]) {
+		t.Fatalf("learned: cached greedy %q, recomputed %q (%v)", f.Out[0], r.Out[0], err)
+	}
+	f, err = Generate(tl.Params, cfg.Model, short, SampleOptions{N: 6, Window: 8})
+	if err != nil || f.Cached || !strings.Contains(f.Fallback, "learned cannot slide past the window") || len(f.Out[0]) != 6 {
+		t.Fatalf("learned past the window: cached %v fallback %q out %q err %v", f.Cached, f.Fallback, f.Out, err)
 	}
 }

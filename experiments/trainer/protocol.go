@@ -59,7 +59,8 @@ var Protocols = []string{ProtoFull, ProtoChunks, ProtoStride, ProtoMemory, Proto
 //     and slides over the others once full (attention sinks, Xiao et al.
 //     2023): position j sees positions 0..Sinks-1 and the last
 //     Window-1-Sinks before it. Only encodings that decode incrementally
-//     (posenc.Info.NoDecode empty) run it.
+//     (posenc.Info.NoDecode empty) run it, and an absolute table only on
+//     documents that fit the window (posenc.Info.NoSlide).
 //
 // A field that the protocol does not use must be 0 (a value given is used
 // or refused). ParseProtocol reads the text form that String prints.
@@ -273,7 +274,8 @@ type Scorer struct {
 // invalid protocol (Protocol.Check), a graph over the available memory
 // (CheckEvalMemory at the protocol's GraphLen), an encoding that cannot
 // run the protocol (a learned table shorter than GraphLen; an encoding
-// that cannot decode incrementally, for sinks), each naming the protocol.
+// that cannot decode incrementally, or an absolute table whose documents
+// do not fit the window, for sinks), each naming the protocol.
 func NewScorer(p *graph.Params, model layers.Config, batch, length int, proto Protocol) (*Scorer, error) {
 	if batch <= 0 {
 		return nil, errors.Errorf("scorer: batch %d must be positive", batch)
@@ -293,6 +295,10 @@ func NewScorer(p *graph.Params, model layers.Config, batch, length int, proto Pr
 			s.seg, err = layers.NewSegmentRunner(p, model, batch, proto.Window, proto.Memory)
 		}
 	case ProtoSinks:
+		if slide := layers.CanSlide(model); proto.Window < length && slide != nil {
+			err = errors.WithMessagef(slide, "documents of %d do not fit the window of %d", length, proto.Window)
+			break
+		}
 		s.dec, err = layers.NewDecoder(p, model, batch, proto.Window, proto.Sinks)
 	}
 	if err != nil {

@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -267,6 +268,10 @@ func Generate(p *graph.Params, model layers.Config, prompts [][]byte, opt Sample
 		}
 		return g, nil
 	}
+	longest := 0
+	for _, pr := range prompts {
+		longest = max(longest, len(pr), 1)
+	}
 	why := ""
 	switch err := layers.CanDecode(model); {
 	case opt.NoCache:
@@ -275,6 +280,8 @@ func Generate(p *graph.Params, model layers.Config, prompts [][]byte, opt Sample
 		why = "the model is not causal"
 	case err != nil:
 		why = err.Error()
+	case longest+opt.N-1 > opt.Window && layers.CanSlide(model) != nil:
+		why = fmt.Sprintf("the context reaches %d bytes, past the window of %d, and %v", longest+opt.N-1, opt.Window, layers.CanSlide(model))
 	}
 	if why != "" {
 		g.Fallback = why
@@ -303,14 +310,12 @@ func Generate(p *graph.Params, model layers.Config, prompts [][]byte, opt Sample
 	}
 	defer dec.Close()
 	ctx := make([][]byte, b)
-	longest := 0
 	rngs := make([]*rand.Rand, b)
 	for i, pr := range prompts {
 		ctx[i] = pr
 		if len(pr) == 0 {
 			ctx[i] = []byte{'\n'}
 		}
-		longest = max(longest, len(ctx[i]))
 		rngs[i] = rand.New(rand.NewPCG(opt.Seed+uint64(i), sampleStream))
 		g.Out[i] = make([]byte, 0, opt.N)
 	}
