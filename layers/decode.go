@@ -72,6 +72,9 @@ func NewDecoder(p *graph.Params, cfg Config, b, w, sinks int) (*Decoder, error) 
 	if err := CanDecode(cfg); err != nil {
 		return nil, err
 	}
+	// A step's attention is [B, H, 1, W]: nothing to stream (and the
+	// streamed CoPE takes no mask bound at run time).
+	cfg.Stream = false
 	g := G.NewGraph()
 	lm, err := NewLM(g, p, cfg)
 	if err != nil {

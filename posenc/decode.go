@@ -21,11 +21,15 @@ import "slices"
 // fed each new token's own position at run time; their attention has no
 // position terms, so the cache's positions do not matter. Their cached keys
 // carry the positions they were added at, so their cache cannot slide
-// (noSlide).
+// (NoSlideReason).
+//
+// CoPE decodes as it is: its position of key j counts the gates from j to
+// the query, and the cache is right-aligned (empty slots, then sinks, then
+// the latest keys), so no count crosses an empty slot; the slots' own
+// scores are masked.
 var decodeNotes = map[string]string{
 	"fire":      "FIRE normalises by the query's absolute position (Li et al. 2023, Eq. 4), not a difference",
 	RopeDynamic: "rope-dynamic rescales the base by the current length, so every cached key's rotation changes as the context grows",
-	CoPEName:    "CoPE's gates would count the cache's empty slots while it fills",
 	"cpe":       "CPE's convolution reads the neighbouring tokens after every block",
 }
 
