@@ -160,7 +160,7 @@ func TestProtocolsScoreTheirTargets(t *testing.T) {
 		{Name: "memory", Window: 4, Memory: 4}, {Name: "memory", Window: 3, Memory: 5}, {Name: "memory", Window: 4},
 		{Name: "sinks", Window: 5}, {Name: "sinks", Window: 5, Sinks: 2}, {Name: "sinks", Window: 20, Sinks: 1},
 	}
-	for _, pos := range []string{"none", "alibi", "t5", "rope", "xl"} {
+	for _, pos := range []string{"none", "alibi", "t5", "rope", "xl", "cope"} {
 		p, cfg := protoModel(t, pos)
 		evs := map[int]*Evaluator{}
 		full, err := ScoreText(p, cfg, text, []int{0, 3}, EvalOptions{Len: le, Batch: 2})
@@ -287,9 +287,9 @@ func TestProtocolErrors(t *testing.T) {
 	text := tinyText()[:100]
 	_, err := ScoreText(p, cfg, text, []int{0}, EvalOptions{Len: 12, Protocol: Protocol{Name: "sinks", Window: 4}})
 	wantErr(t, err, "protocol sinks:4:0", "documents of 12 do not fit the window of 4", "learned cannot slide past the window")
-	pc, cc := protoModel(t, "cope")
+	pc, cc := protoModel(t, "fire")
 	_, err = ScoreText(pc, cc, text, []int{0}, EvalOptions{Len: 12, Protocol: Protocol{Name: "sinks", Window: 4}})
-	wantErr(t, err, "protocol sinks:4:0", "cope cannot decode incrementally")
+	wantErr(t, err, "protocol sinks:4:0", "fire cannot decode incrementally")
 	// a table of 8 positions: memory 4 + window 6 needs 10
 	_, err = ScoreText(p, cfg, text, []int{0}, EvalOptions{Len: 12, Protocol: Protocol{Name: "memory", Window: 6, Memory: 4}})
 	if !errors.Is(err, posenc.ErrBeyondTable) {
