@@ -54,7 +54,14 @@ type Decoder struct {
 	// [B, W] of each new token's position; nil otherwise.
 	step  *tensor.Dense
 	stepv []float64
-	abs   string // the encoding's name if step != nil
+	// noSlide is the encoding's reason its cache cannot slide (empty: it
+	// can), name its name.
+	noSlide, name string
+	// feed, for an encoding that decodes at true positions
+	// (posenc.Info.DecodeTrue), rebinds the real positions of every step:
+	// qt [B] the new tokens', kt [B, W] the cache's and the new tokens'.
+	feed   *posenc.Feed
+	qt, kt []float64
 }
 
 // NewDecoder builds the decoding graph of the causal model cfg (weights from
@@ -100,8 +107,19 @@ func NewDecoder(p *graph.Params, cfg Config, b, w, sinks int) (*Decoder, error) 
 	}
 	r.mask = graph.FromFloat64s(dt, tensor.Shape{b, 1, 1, w}, r.maskv)
 	o.Mask = graph.MaskNode(g, r.mask, graph.UniqueName(g, "decode_mask"))
+	info, _ := posenc.InfoOf(lm.Pos.Name())
+	r.noSlide, r.name = info.NoSlide, lm.Pos.Name()
+	if info.DecodeTrue {
+		r.feed, r.qt, r.kt = posenc.NewFeed(), make([]float64, b), make([]float64, b*w)
+		pos, err := posenc.NewReal(b, r.qt, r.kt)
+		if err != nil {
+			return nil, err
+		}
+		pos.Feed = r.feed
+		o.Pos = pos
+	}
 	if _, ok := lm.Pos.(posenc.StepAdder); ok {
-		r.stepv, r.abs = make([]float64, b*w), lm.Pos.Name()
+		r.stepv = make([]float64, b*w)
 		r.step = graph.FromFloat64s(dt, tensor.Shape{b, w}, r.stepv)
 		o.StepPos = G.NewTensor(g, dt, 2, G.WithShape(b, w), G.WithValue(r.step), G.WithName(graph.UniqueName(g, "decode_positions")))
 	}
@@ -184,14 +202,23 @@ func (r *Decoder) Step(ids []int) ([]float64, error) {
 		if id != Skip && (id < 0 || id >= vocab) {
 			return nil, errors.Errorf("decoder: token %d of sequence %d is outside the vocabulary [0, %d)", id, i, vocab)
 		}
+		if id != Skip && r.noSlide != "" && r.seen[i] >= r.W {
+			return nil, errors.Errorf("decoder: sequence %d reaches position %d, past the window of %d: %s cannot slide (%s)", i, r.seen[i], r.W, r.name, r.noSlide)
+		}
 		if r.step != nil {
 			row := r.stepv[i*r.W : (i+1)*r.W]
 			clear(row)
 			if id != Skip {
-				if r.seen[i] >= r.W {
-					return nil, errors.Errorf("decoder: sequence %d reaches position %d, past the window of %d: %s cannot slide (%s)", i, r.seen[i], r.W, r.abs, posenc.NoSlideReason)
-				}
 				row[r.seen[i]] = 1
+			}
+		}
+		if r.feed != nil {
+			// true positions: the cache's keys are the tokens before the
+			// new one (no sliding), right-aligned; empty slots at 0
+			r.qt[i] = float64(r.seen[i])
+			row := r.kt[i*r.W : (i+1)*r.W]
+			for j := range row {
+				row[j] = float64(max(0, r.seen[i]-(m-j)))
 			}
 		}
 		r.ids[i] = max(id, 0)
@@ -206,6 +233,15 @@ func (r *Decoder) Step(ids []int) ([]float64, error) {
 	segSetFloats(r.mask, r.maskv)
 	if r.step != nil {
 		segSetFloats(r.step, r.stepv)
+	}
+	if r.feed != nil {
+		pos, err := posenc.NewReal(r.B, r.qt, r.kt)
+		if err == nil {
+			err = r.feed.Bind(pos)
+		}
+		if err != nil {
+			return nil, errors.WithMessage(err, "decoder: positions")
+		}
 	}
 	err := r.vm.RunAll()
 	r.vm.Reset()

@@ -28,13 +28,22 @@ import "slices"
 // the latest keys), so no count crosses an empty slot; the slots' own
 // scores are masked.
 var decodeNotes = map[string]string{
-	"fire":      "FIRE normalises by the query's absolute position (Li et al. 2023, Eq. 4), not a difference",
 	RopeDynamic: "rope-dynamic rescales the base by the current length, so every cached key's rotation changes as the context grows",
 	"cpe":       "CPE's convolution reads the neighbouring tokens after every block",
 }
 
 // NoSlideReason is Info.NoSlide of the absolute tables (the StepAdders).
 const NoSlideReason = "an absolute table gave every cached key the position it was added at; sliding the window would renumber them, so the whole context must fit the window"
+
+// decodeTrue lists the encodings that decode with every token's true
+// position, bound as real positions at each step (Info.DecodeTrue): FIRE
+// normalises by the query's absolute position (Li et al. 2023, Eq. 4),
+// not a difference, so the re-indexed cache would change it. Their cache
+// cannot slide either (the kept keys would keep their true positions,
+// which the re-indexed reference does not): NoSlide.
+var decodeTrue = map[string]string{
+	"fire": "FIRE normalises by the query's absolute position, so it decodes at true positions, which a sliding window would renumber; the whole context must fit the window",
+}
 
 // noDecode is Info.NoDecode of a registered encoding: empty for the line
 // encodings that decode incrementally, the reason otherwise.

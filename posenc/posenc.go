@@ -462,6 +462,10 @@ type Info struct {
 	// an absolute table (a StepAdder) decodes only while the whole context
 	// fits the window; past it the sampler recomputes.
 	NoSlide string
+	// DecodeTrue is true for an encoding that decodes with each token's
+	// true position given as real positions (NewReal, rebound by a Feed
+	// at every step) instead of the re-indexed cache positions (fire).
+	DecodeTrue bool
 }
 
 type factory func(o Options) (Encoding, error)
@@ -485,6 +489,9 @@ func register(info Info, f factory) {
 	info.NoDecode = noDecode(info)
 	if _, ok := e.(StepAdder); ok && info.NoDecode == "" {
 		info.NoSlide = NoSlideReason
+	}
+	if r, ok := decodeTrue[info.Name]; ok {
+		info.DecodeTrue, info.NoSlide = true, r
 	}
 	registry[info.Name] = entry{info, f}
 }

@@ -287,9 +287,9 @@ func TestProtocolErrors(t *testing.T) {
 	text := tinyText()[:100]
 	_, err := ScoreText(p, cfg, text, []int{0}, EvalOptions{Len: 12, Protocol: Protocol{Name: "sinks", Window: 4}})
 	wantErr(t, err, "protocol sinks:4:0", "documents of 12 do not fit the window of 4", "learned cannot slide past the window")
-	pc, cc := protoModel(t, "fire")
+	pc, cc := protoModel(t, "rope-dynamic")
 	_, err = ScoreText(pc, cc, text, []int{0}, EvalOptions{Len: 12, Protocol: Protocol{Name: "sinks", Window: 4}})
-	wantErr(t, err, "protocol sinks:4:0", "fire cannot decode incrementally")
+	wantErr(t, err, "protocol sinks:4:0", "rope-dynamic cannot decode incrementally")
 	// a table of 8 positions: memory 4 + window 6 needs 10
 	_, err = ScoreText(p, cfg, text, []int{0}, EvalOptions{Len: 12, Protocol: Protocol{Name: "memory", Window: 6, Memory: 4}})
 	if !errors.Is(err, posenc.ErrBeyondTable) {
