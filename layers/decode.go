@@ -79,6 +79,9 @@ func NewDecoder(p *graph.Params, cfg Config, b, w, sinks int) (*Decoder, error) 
 	if err := CanDecode(cfg); err != nil {
 		return nil, err
 	}
+	if err := CheckDecodeWindow(cfg, w); err != nil {
+		return nil, err
+	}
 	// A step's attention is [B, H, 1, W]: nothing to stream (and the
 	// streamed CoPE takes no mask bound at run time).
 	cfg.Stream = false
@@ -151,6 +154,27 @@ func CanDecode(cfg Config) error {
 // context fits the window).
 func CanSlide(cfg Config) error {
 	return decodeCheck(cfg, "slide past the window", func(i posenc.Info) string { return i.NoSlide })
+}
+
+// CheckDecodeWindow returns nil if the model cfg decodes exactly with a
+// window of w tokens, and otherwise an error with the encoding's limit
+// and reason (posenc.DecodeLimiter: rope-dynamic up to its training
+// length).
+func CheckDecodeWindow(cfg Config, w int) error {
+	name := cfg.Pos
+	if name == "" {
+		name = "none"
+	}
+	enc, err := posenc.New(name, cfg.PosOpts)
+	if err != nil {
+		return errors.WithMessage(err, "decoder")
+	}
+	if l, ok := enc.(posenc.DecodeLimiter); ok {
+		if m, why := l.MaxDecodeWindow(); m > 0 && w > m {
+			return errors.Errorf("decoder: %s decodes with a window of at most %d, not %d: %s", name, m, w, why)
+		}
+	}
+	return nil
 }
 
 // decodeCheck is the error "decoder: NAME cannot WHAT: REASON" if the

@@ -1,6 +1,9 @@
 package posenc
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+)
 
 // Incremental decoding (layers.Decoder) runs one graph per model for every
 // generated token: the new token's query at position M attends to a cache of
@@ -28,8 +31,7 @@ import "slices"
 // the latest keys), so no count crosses an empty slot; the slots' own
 // scores are masked.
 var decodeNotes = map[string]string{
-	RopeDynamic: "rope-dynamic rescales the base by the current length, so every cached key's rotation changes as the context grows",
-	"cpe":       "CPE's convolution reads the neighbouring tokens after every block",
+	"cpe": "CPE's convolution reads the neighbouring tokens after every block",
 }
 
 // NoSlideReason is Info.NoSlide of the absolute tables (the StepAdders).
@@ -43,6 +45,26 @@ const NoSlideReason = "an absolute table gave every cached key the position it w
 // which the re-indexed reference does not): NoSlide.
 var decodeTrue = map[string]string{
 	"fire": "FIRE normalises by the query's absolute position, so it decodes at true positions, which a sliding window would renumber; the whole context must fit the window",
+}
+
+// DecodeLimiter is an encoding that decodes exactly only with a window of
+// at most MaxDecodeWindow tokens (layers.NewDecoder refuses a larger one
+// with the reason).
+type DecodeLimiter interface {
+	MaxDecodeWindow() (w int, why string)
+}
+
+// MaxDecodeWindow implements DecodeLimiter for rope-dynamic: its base
+// follows the largest position of the call once it passes the training
+// length L, so a decoding graph of W > L tokens (its base that of W) and
+// the recompute of a shorter context (the base of that length) differ;
+// with W <= L both keep the plain base, sliding included. The other
+// rotary encodings decode with any window (0).
+func (e *Rope) MaxDecodeWindow() (int, string) {
+	if e.name != RopeDynamic {
+		return 0, ""
+	}
+	return e.TrainLen, fmt.Sprintf("rope-dynamic rescales the base once the context passes its training length %d, and every cached key's rotation with it", e.TrainLen)
 }
 
 // noDecode is Info.NoDecode of a registered encoding: empty for the line

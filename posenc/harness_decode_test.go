@@ -35,6 +35,16 @@ func checkDecode(t *testing.T, name string, o posenc.Options) {
 		}
 		return
 	}
+	if enc, err := posenc.New(name, o); err == nil {
+		if l, ok := enc.(posenc.DecodeLimiter); ok {
+			if m, why := l.MaxDecodeWindow(); m > 0 {
+				_, err := layers.NewDecoder(graph.NewParams(tensor.Float64, 1), tinyLM(name, o, true), 1, m+1, 0)
+				if err == nil || !strings.Contains(err.Error(), why) {
+					t.Fatalf("%s: a decoder of window %d > its limit %d gave %v, want an error with %q", name, m+1, m, err, why)
+				}
+			}
+		}
+	}
 	const b, n = 2, 6
 	rng := rand.New(rand.NewSource(7))
 	ids := make([]int, b*n)

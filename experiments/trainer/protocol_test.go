@@ -288,8 +288,9 @@ func TestProtocolErrors(t *testing.T) {
 	_, err := ScoreText(p, cfg, text, []int{0}, EvalOptions{Len: 12, Protocol: Protocol{Name: "sinks", Window: 4}})
 	wantErr(t, err, "protocol sinks:4:0", "documents of 12 do not fit the window of 4", "learned cannot slide past the window")
 	pc, cc := protoModel(t, "rope-dynamic")
-	_, err = ScoreText(pc, cc, text, []int{0}, EvalOptions{Len: 12, Protocol: Protocol{Name: "sinks", Window: 4}})
-	wantErr(t, err, "protocol sinks:4:0", "rope-dynamic cannot decode incrementally")
+	cc.PosOpts.RopeTrainLen = 4 // its base changes past 4 positions
+	_, err = ScoreText(pc, cc, text, []int{0}, EvalOptions{Len: 12, Protocol: Protocol{Name: "sinks", Window: 6}})
+	wantErr(t, err, "protocol sinks:6:0", "rope-dynamic decodes with a window of at most 4, not 6")
 	// a table of 8 positions: memory 4 + window 6 needs 10
 	_, err = ScoreText(p, cfg, text, []int{0}, EvalOptions{Len: 12, Protocol: Protocol{Name: "memory", Window: 6, Memory: 4}})
 	if !errors.Is(err, posenc.ErrBeyondTable) {

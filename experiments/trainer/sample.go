@@ -280,6 +280,8 @@ func Generate(p *graph.Params, model layers.Config, prompts [][]byte, opt Sample
 		why = "the model is not causal"
 	case err != nil:
 		why = err.Error()
+	case layers.CheckDecodeWindow(model, max(2, opt.Window)) != nil:
+		why = layers.CheckDecodeWindow(model, max(2, opt.Window)).Error()
 	case longest+opt.N-1 > opt.Window && layers.CanSlide(model) != nil:
 		why = fmt.Sprintf("the context reaches %d bytes, past the window of %d, and %v", longest+opt.N-1, opt.Window, layers.CanSlide(model))
 	}
