@@ -66,6 +66,8 @@ type options struct {
 	eval, evalChild       bool
 	cost                  bool
 	costOpts              costOptions
+	decode                bool
+	decodeCtx             []int
 }
 
 // sample is the timed steps of one side, encoding and thread count.
@@ -116,6 +118,8 @@ func mainStatus(args []string, stdout, stderr io.Writer) int {
 		}
 	case o.cost:
 		run = runCost
+	case o.decode:
+		run = runDecode
 	case o.eval:
 		run = runEval
 	}
@@ -162,6 +166,9 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&redo, "redo", "", "-cost: encodings to measure again, comma-separated (the other finished cells are kept)")
 	fs.BoolVar(&co.render, "render", false, "-cost: render the tables and the plot from results.json only")
 	fs.StringVar(&co.childMode, "child-mode", "fwd", "internal: with -eval-child, fwd or train")
+	var decodeCtx string
+	fs.BoolVar(&o.decode, "decode", false, "benchmark decoding one token per step with a key/value cache at batch 1, Go (layers.Decoder) vs PyTorch (its own cache loop): ms/token per context (default -pos "+strings.Join(decodeEncodings, ",")+", -threads 2, -pythreads 2+1)")
+	fs.StringVar(&decodeCtx, "decode-ctx", decodeContexts, "-decode: contexts (windows, the cache full), comma-separated")
 	if slices.Contains(args, "-cost") || slices.Contains(args, "--cost") || slices.Contains(args, "-cost=true") {
 		args = costArgs(args)
 	}
@@ -195,15 +202,16 @@ func parseFlags(args []string) (options, error) {
 		if err := o.costFlags(cf, explicit, modes, seqs, redo, memLimit); err != nil {
 			return o, err
 		}
-		if !explicit["threads"] {
-			threads = "2"
+		modeDefaults(explicit, cf.Explicit("pos"), &threads, &pyth, &pos, costPresets[co.preset].pos)
+	}
+	if o.decode {
+		if o.eval || o.cost || o.evalChild {
+			return o, fmt.Errorf("bench: -decode is a mode of its own: not with -eval or -cost")
 		}
-		if !explicit["pythreads"] {
-			pyth = "2+1"
+		if o.decodeCtx, err = parseContexts(decodeCtx); err != nil {
+			return o, err
 		}
-		if !cf.Explicit("pos") {
-			pos = strings.Join(costPresets[co.preset].pos, ",")
-		}
+		modeDefaults(explicit, cf.Explicit("pos"), &threads, &pyth, &pos, decodeEncodings)
 	}
 	if co.childMode != "fwd" && co.childMode != "train" {
 		return o, fmt.Errorf("bench: -child-mode %q, want fwd or train", co.childMode)
@@ -243,15 +251,34 @@ func parseFlags(args []string) (options, error) {
 	return o, nil
 }
 
-func run(o options, w io.Writer) error {
-	var py *pyServer
-	if !o.goOnly {
-		var err error
-		if py, err = startPy(o); err != nil {
-			return err
-		}
-		defer py.close()
+// modeDefaults sets the defaults of -cost and -decode for the flags not
+// given: Go at 2 threads, PyTorch at 2+1, and the mode's encodings.
+func modeDefaults(explicit map[string]bool, posGiven bool, threads, pyth, pos *string, encodings []string) {
+	if !explicit["threads"] {
+		*threads = "2"
 	}
+	if !explicit["pythreads"] {
+		*pyth = "2+1"
+	}
+	if !posGiven {
+		*pos = strings.Join(encodings, ",")
+	}
+}
+
+// startPyUnless starts the PyTorch side unless -go-only (nil then).
+func startPyUnless(o options) (*pyServer, error) {
+	if o.goOnly {
+		return nil, nil
+	}
+	return startPy(o)
+}
+
+func run(o options, w io.Writer) error {
+	py, err := startPyUnless(o)
+	if err != nil {
+		return err
+	}
+	defer py.close()
 	sh := o.shape
 	fmt.Fprintf(w, "model: %d layers, d_model %d, %d heads, FFN %d, vocab %d; batch %d x %d tokens, float32\n",
 		sh.Layers, sh.DModel, sh.Heads, sh.FFN, sh.Vocab, sh.Batch, sh.Seq)

@@ -168,7 +168,11 @@ func (s *pyServer) check(sh Shape, pos, file string) (checkResult, error) {
 	return checkResult{Loss: resp.Loss, GradNorm: resp.GradNorm}, err
 }
 
+// close stops the PyTorch side (nothing for a nil server: -go-only).
 func (s *pyServer) close() {
+	if s == nil {
+		return
+	}
 	s.in.Write([]byte(`{"cmd": "quit"}` + "\n"))
 	s.in.Close()
 	s.cmd.Wait()

@@ -319,6 +319,141 @@ class Runner:
 
 
 # ---------------------------------------------------------------------------------------
+# Decoding with a key/value cache (go run ./bench -decode)
+# ---------------------------------------------------------------------------------------
+
+DECODE_ENCODINGS = ["none", "rope", "alibi", "t5", "xl"]
+
+
+class Decoder:
+    """The reference model decoding one token per step against its own cache of
+    every block's keys and values, as layers.Decoder does: a window of ctx
+    tokens, the cache holding ctx-1 keys (before any rotation) and values at
+    positions 0..ctx-2, the new token at ctx-1; once full, the oldest entry is
+    dropped at every step, and while it fills its empty slots are masked. The
+    same work per step as the Go side: RoPE rotates the new query and every
+    cached key at its cache position; ALiBi adds its bias row and T5 gathers
+    its bucket row (both tables built once); XL adds u.k and the gathered
+    (q+v).P_h row, with P = R.W_r computed once (the weights do not change
+    while decoding; Go's XL.Memo). With full=True the cache starts full of
+    random keys and values (a step's work does not depend on them)."""
+
+    def __init__(self, cfg, ctx, model=None, full=True, seed=1):
+        if cfg["pos"] not in DECODE_ENCODINGS:
+            raise ValueError(f"decode: {cfg['pos']!r} not implemented here (valid: {', '.join(DECODE_ENCODINGS)})")
+        self.m = model or Model(cfg, seed=seed)
+        self.cfg, self.ctx = cfg, ctx
+        m, H, dh, L, dt = self.m, self.m.H, self.m.dh, cfg["layers"], self.m.dtype
+        qpos, kpos = torch.tensor([ctx - 1]), torch.arange(ctx)
+        g = torch.Generator().manual_seed(seed + 1)
+        self.filled = ctx - 1 if full else 0
+        with torch.no_grad():
+            new = (lambda: torch.randn(1, H, ctx - 1, dh, generator=g, dtype=dt)) if full else \
+                (lambda: torch.zeros(1, H, ctx - 1, dh, dtype=dt))
+            self.K = [new() for _ in range(L)]
+            self.V = [new() for _ in range(L)]
+            pos = cfg["pos"]
+            if pos == "rope":
+                self.rot = m.enc.rot()
+                cos, sin = ref.rope_cos_sin(kpos, self.rot, cfg["base"])
+                self.cos, self.sin = cos.to(dt), sin.to(dt)
+            elif pos == "alibi":
+                self.bias = m.enc.bias(None, 0, qpos, kpos).to(dt)                    # [H, 1, ctx]
+            elif pos == "t5":
+                self.buckets = m.enc.buckets(qpos, kpos)                              # [1, ctx]
+            elif pos == "xl":
+                R = ref.xl_r(torch.arange(ctx), m.d, cfg["base"]).to(dt)             # distances 0..ctx-1
+                self.Pm = [(R @ m.P[f"block{i}/attn/xl_wr"]).reshape(ctx, H, dh).permute(1, 0, 2).contiguous()
+                           for i in range(L)]                                         # [H, ctx, dh]
+                self.idx = (qpos[:, None] - kpos[None, :]).expand(1, H, 1, ctx)      # row = qpos - kpos
+
+    def rope(self, x, cos, sin):
+        rot = self.rot
+        xr, xp = x[..., :rot], x[..., rot:]
+        a, b = xr[..., :rot // 2], xr[..., rot // 2:]
+        out = torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
+        return torch.cat([out, xp], dim=-1) if xp.shape[-1] else out
+
+    def step(self, token):
+        """Logits [1, vocab] of the token after token."""
+        m, P, cfg = self.m, self.m.P, self.cfg
+        H, d, dh = m.H, m.d, m.dh
+        eps, pos = ref.LN_EPS, cfg["pos"]
+        empty = self.ctx - 1 - self.filled
+        with torch.no_grad():
+            x = P["tok_emb"][torch.tensor([[token]])]                                  # [1, 1, d]
+            for i in range(cfg["layers"]):
+                b = f"block{i}/"
+                a = b + "attn/"
+                h = F.layer_norm(x, (d,), P[b + "ln1/gamma"], P[b + "ln1/beta"], eps)
+                q = F.linear(h, P[a + "wq"].t(), P[a + "bq"]).view(1, 1, H, dh).transpose(1, 2)
+                k = F.linear(h, P[a + "wk"].t(), P[a + "bk"]).view(1, 1, H, dh).transpose(1, 2)
+                v = F.linear(h, P[a + "wv"].t(), P[a + "bv"]).view(1, 1, H, dh).transpose(1, 2)
+                K = torch.cat([self.K[i], k], dim=2)                                   # [1, H, ctx, dh]
+                V = torch.cat([self.V[i], v], dim=2)
+                self.K[i], self.V[i] = K[:, :, 1:], V[:, :, 1:]                         # slide
+                if pos == "xl":
+                    u = P["xl_u"][None, :, None, :]
+                    vv = P["xl_v"][None, :, None, :]
+                    mm = (q + vv) @ self.Pm[i].transpose(-1, -2)[None]                # [1, H, 1, ctx]
+                    s = ((q + u) @ K.transpose(-1, -2) + torch.gather(mm, -1, self.idx)) / math.sqrt(dh)
+                else:
+                    if pos == "rope":
+                        q = self.rope(q, self.cos[-1:], self.sin[-1:])
+                        K = self.rope(K, self.cos, self.sin)
+                    s = (q @ K.transpose(-1, -2)) / math.sqrt(dh)                      # [1, H, 1, ctx]
+                    if pos == "alibi":
+                        s = s + self.bias
+                    elif pos == "t5":
+                        s = s + P["t5_bias"][self.buckets].permute(2, 0, 1)
+                if empty:
+                    s[..., :empty] = float("-inf")
+                probs = torch.softmax(s, dim=-1)
+                o = (probs @ V).transpose(1, 2).reshape(1, 1, d)
+                x = x + F.linear(o, P[a + "wo"].t(), P[a + "bo"])
+                h = F.layer_norm(x, (d,), P[b + "ln2/gamma"], P[b + "ln2/beta"], eps)
+                h = F.gelu(F.linear(h, P[b + "ffn/w1"].t(), P[b + "ffn/b1"]), approximate="tanh")
+                x = x + F.linear(h, P[b + "ffn/w2"].t(), P[b + "ffn/b2"])
+            x = F.layer_norm(x, (d,), P["ln_f/gamma"], P["ln_f/beta"], eps)
+            self.filled = min(self.ctx - 1, self.filled + 1)
+            return x.reshape(1, d) @ P["head/w"]                                       # [1, vocab]
+
+    def time_steps(self, warmup, steps):
+        for i in range(warmup):
+            self.step(i % 256)
+        times = []
+        for i in range(steps):
+            t0 = time.perf_counter()
+            self.step(i % 256)
+            times.append(time.perf_counter() - t0)
+        return times
+
+
+def decode_check(seed=2):
+    """Every step of Decoder, from an empty cache, against the full forward pass
+    (float64, tiny model, non-trivial weights): the logits of each position to
+    1e-10, for every encoding of DECODE_ENCODINGS."""
+    T = 7
+    for pos in DECODE_ENCODINGS:
+        cfg = make_cfg(pos, B=1, T=T, d=32, heads=4, layers=2, ff=64, opts=dict(num_buckets=8, max_distance=16))
+        m = Model(cfg, dtype=torch.float64, seed=3)
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for p in m.P.values():
+                p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float64) * 0.3)
+        ids = torch.randint(0, 256, (1, T), generator=g)
+        with torch.no_grad():
+            want, _ = m.forward(ids, torch.zeros(T, dtype=torch.long))               # [T, vocab]
+        dec = Decoder(cfg, ctx=T, model=m, full=False)
+        for t in range(T):
+            got = dec.step(int(ids[0, t]))
+            err = (got[0] - want[t]).abs().max().item()
+            if err > 1e-10 * max(1.0, want[t].abs().max().item()):
+                raise AssertionError(f"decode {pos}: step {t} differs from the forward pass by {err:.3e}")
+    return "ok"
+
+
+# ---------------------------------------------------------------------------------------
 # Checks
 # ---------------------------------------------------------------------------------------
 
@@ -382,6 +517,19 @@ def check_loss(req):
 # Server / CLI
 # ---------------------------------------------------------------------------------------
 
+def decode_report(req):
+    """The PyTorch side of one -decode cell: per thread configuration, the
+    times of steps single-token steps (after warmup) with a full cache."""
+    cfg = make_cfg(req["pos"], 1, req["ctx"], req["d"], req["heads"], req["layers"], req["ff"], opts=req.get("opts"))
+    dec = Decoder(cfg, req["ctx"])
+    times = {}
+    for conf in req["threads_list"]:
+        aten, blas = (int(x) for x in conf.split("+"))
+        set_threads(aten, blas)
+        times[conf] = dec.time_steps(req.get("warmup", 0), req["steps"])
+    return {"times": times}
+
+
 def serve():
     runners = {}
     out = sys.stdout
@@ -400,6 +548,8 @@ def serve():
                 resp = check_loss(req)
             elif cmd == "selfcheck":
                 resp = {"selfcheck": self_check()}
+            elif cmd == "decode":
+                resp = decode_report(req)
             elif cmd == "run":
                 key = (req["pos"], req["B"], req["T"], req["d"], req["heads"], req["layers"], req["ff"])
                 if key not in runners:
@@ -501,6 +651,7 @@ def main():
         return serve()
     if args.self_check:
         print("self-check:", self_check())
+        print("decode check:", decode_check())
         return 0
     cfg = make_cfg(args.pos, B=32, T=64, d=128, heads=4, layers=2, ff=512)
     set_threads(args.threads)

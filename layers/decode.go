@@ -90,6 +90,11 @@ func NewDecoder(p *graph.Params, cfg Config, b, w, sinks int) (*Decoder, error) 
 	if err != nil {
 		return nil, err
 	}
+	if xl, ok := lm.Pos.(*posenc.XL); ok {
+		// The span and the weights stay the same from step to step: P = R·W_r
+		// is computed once, not at every step (it is W·d² per block).
+		xl.Memo = true
+	}
 	m, d, dt := w-1, cfg.DModel, p.Dtype()
 	r := &Decoder{B: b, W: w, Sinks: sinks, lm: lm, g: g, p: p, ids: make([]int, b), filled: make([]int, b), seen: make([]int, b), maskv: make([]float64, b*w)}
 	ids := G.NewTensor(g, tensor.Int, 2, G.WithShape(b, 1), G.WithName(graph.UniqueName(g, "decode_ids")),

@@ -58,6 +58,12 @@ type XL struct {
 	// Alpha scales the terms by the learnable "<prefix>/xl_alpha"
 	// (Options.Alpha).
 	Alpha bool
+	// Memo builds P = R·W_r with one op that keeps its result between
+	// runs of the graph while W_r holds the same values (compared at every
+	// run), instead of G.Mul and a transpose per run: the same values, for
+	// graphs that run many times over one span, as layers.Decoder's does
+	// (it sets Memo). That op has no gradient: forward-only graphs only.
+	Memo bool
 
 	cache tableCache[xlKey, *tensor.Dense] // R tables
 }
@@ -130,14 +136,16 @@ func (e *XL) table(s Span, d int, dt tensor.Dtype) (tab *tensor.Dense, n int) {
 }
 
 // xlParams are the nodes of a site's terms: u, v [H, dh] and the
-// projected sinusoids P = R·W_r [n, d] over the span's n distances.
+// projected sinusoids P = R·W_r [n, d] over the span's n distances, or
+// with split its per-head copy [H, n, dh].
 type xlParams struct {
 	u, v, p *G.Node
 	n       int
 }
 
-// params creates (or finds) the site's parameters and builds P.
-func (e *XL) params(s *Site) (*xlParams, error) {
+// params creates (or finds) the site's parameters and builds P (split:
+// per head).
+func (e *XL) params(s *Site, split bool) (*xlParams, error) {
 	h, dh, d := s.H, s.DHead, s.DModel
 	if d%2 != 0 {
 		return nil, errors.Errorf("posenc xl: d_model %d must be even (sin/cos pairs)", d)
@@ -160,11 +168,23 @@ func (e *XL) params(s *Site) (*xlParams, error) {
 		return nil, errors.Wrap(err, "posenc xl")
 	}
 	tab, n := e.table(s.Span, d, s.Dtype())
+	if e.Memo {
+		p, err := xlMemo(tab, wr, s.QStart-(s.KStart+s.TK-1), n, h, dh, split)
+		if err != nil {
+			return nil, err
+		}
+		return &xlParams{u: u, v: v, p: p, n: n}, nil
+	}
 	r := G.NewTensor(s.G, s.Dtype(), 2, G.WithShape(n, d), G.WithValue(tab), G.WithName(graph.UniqueName(s.G, "xl_R")))
 
 	p, err := G.Mul(r, wr) // [n, d]
 	if err != nil {
 		return nil, errors.Wrap(err, "posenc xl: R·W_r")
+	}
+	if split {
+		if p, err = splitHeadTable(p, n, h, dh); err != nil { // [H, n, dh]
+			return nil, errors.Wrap(err, "posenc xl")
+		}
 	}
 	return &xlParams{u: u, v: v, p: p, n: n}, nil
 }
@@ -176,16 +196,12 @@ func (e *XL) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 	if err := checkQK("xl", s, q, k); err != nil {
 		return nil, err
 	}
-	xp, err := e.params(s)
+	xp, err := e.params(s, true)
 	if err != nil {
 		return nil, err
 	}
-	u, v, n := xp.u, xp.v, xp.n
+	u, v, p := xp.u, xp.v, xp.p // p [H, n, dh]
 	idx, _, _ := XLDistances(s.Span)
-	p, err := splitHeadTable(xp.p, n, h, dh) // [H, n, dh]
-	if err != nil {
-		return nil, errors.Wrap(err, "posenc xl")
-	}
 	u4, err := graph.Reshape(u, 1, h, 1, dh)
 	if err != nil {
 		return nil, err
@@ -232,7 +248,7 @@ func (e *XL) StreamTerms(s *Site) ([]graph.StreamTerm, error) {
 	if s.B <= 0 || s.H <= 0 || s.DHead <= 0 || s.TQ <= 0 || s.TK <= 0 || s.H*s.DHead != s.DModel {
 		return nil, errors.Errorf("posenc xl: B = %d, H = %d, dh = %d, TQ = %d and TK = %d must be positive and H*dh = d_model %d", s.B, s.H, s.DHead, s.TQ, s.TK, s.DModel)
 	}
-	xp, err := e.params(s)
+	xp, err := e.params(s, false)
 	if err != nil {
 		return nil, err
 	}
