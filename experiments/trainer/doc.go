@@ -162,6 +162,16 @@
 // that cannot run at Le (a learned table) returns the layer's error, which
 // wraps posenc.ErrBeyondTable.
 //
+// Long documents. EvalOptions.Protocol (a Protocol; ParseProtocol reads
+// "chunks:W", "stride:W:S", "memory:W:M", "sinks:W:S") scores each window
+// of Le bytes as a document with a model that never sees more than its
+// protocol's graph: independent chunks, strided windows (every target
+// with >= W-S context), segments with a memory of the states before
+// (layers.SegmentRunner) or a sliding key/value cache with attention
+// sinks (layers.Decoder). Every protocol scores the same targets as the
+// full one, so their bits per byte compare directly; Scorer is the graph
+// that does it (docs/evaluation.md).
+//
 // Evaluation memory. EstimateEvalMemory estimates the bytes of an
 // Evaluator's graph (forward values only: the [B*T, ·] values of the blocks
 // and the logits, and, materialised, the [B, H, T, T] probabilities and
