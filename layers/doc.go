@@ -35,6 +35,12 @@
 // relations, for tree and tree+rope). With a posenc.Feed in the positions,
 // one graph serves every batch (Feed.Bind rebinds the relations).
 //
+// Using a trained LM: Decoder generates one token per step against a
+// key/value cache of every block (a sliding window with attention sinks
+// once full; absolute tables get each token's own position, Options.StepPos),
+// and SegmentRunner evaluates segment by segment with Transformer-XL's
+// memory, for any encoding.
+//
 // Errors: constructors and Fwd methods return errors that name the layer and
 // the shapes; nothing panics on bad shapes.
 package layers

@@ -15,6 +15,13 @@
 //	StreamAttender computes the streaming attention itself  [B, T, H*dv]
 //	               (layers' Stream; cope, whose gates a table bias cannot express,
 //	               and fire, whose table over (distance, query) pairs grows as T²)
+//	StepAdder      an InputAdder indexed by run-time positions (decoding) [B, 1, d]
+//	DecodeLimiter  the largest window it decodes exactly with (rope-dynamic)
+//
+// Incremental decoding (layers.Decoder) re-indexes the cache at every step
+// (see decode.go); Info.NoDecode, Info.NoSlide and Info.DecodeTrue say how
+// each encoding takes part, and the conformance harness checks every one
+// that declares decoding against a full recompute.
 //
 // Positions are explicit: a Span places query i at QStart+i and key j at
 // KStart+j, so cross-attention (Tq != Tk), memory segments and offsets need no
