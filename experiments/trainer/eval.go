@@ -238,37 +238,41 @@ func documents(n, le, maxWindows int) ([]window, error) {
 // Errors: no protocol, a lastN outside [0, Len], text shorter than one
 // window (Len+1 bytes), a failure of the graph.
 func (e *Evaluator) Score(text []byte, lastNs []int, maxWindows int) ([]Score, error) {
-	le := e.Len
+	return scoreDocs(text, lastNs, maxWindows, e.Len, e.Batch, "windows", func(docs []window, visit func(scored) error) error {
+		return e.runWindows(text, docs, e.Len, e.Len, e.Len, visit)
+	}, nil)
+}
+
+// scoreDocs is the scoring of Evaluator.Score and Scorer.Score: the
+// documents of length le of text (documents), batch at a time through run,
+// which calls visit once for every position of every document; the
+// positions a document scores (from its start on) count, each lastN
+// protocol counting its last lastN. what names the documents in errors;
+// trace, if set, sees every scored target.
+func scoreDocs(text []byte, lastNs []int, maxWindows, le, batch int, what string,
+	run func(docs []window, visit func(scored) error) error, trace func(window, scored)) ([]Score, error) {
 	lo, err := lastFloors(lastNs, le)
 	if err != nil {
 		return nil, err
 	}
-	wins, err := documents(len(text), le, maxWindows)
+	docs, err := documents(len(text), le, maxWindows)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]Score, len(lastNs))
-	ids := make([]int, e.Batch*le)
-	for w0 := 0; w0 < len(wins); w0 += e.Batch {
-		nb := min(e.Batch, len(wins)-w0)
-		for b := 0; b < e.Batch; b++ {
-			w := wins[w0+min(b, nb-1)] // padding rows repeat a real window
-			for j := 0; j < le; j++ {
-				ids[b*le+j] = int(text[w.start+j])
-			}
-		}
-		err := e.forward(ids, func(i int, logits []float64) error {
-			b, j := i/le, i%le
-			if b >= nb {
+	for d0 := 0; d0 < len(docs); d0 += batch {
+		part := docs[d0:min(d0+batch, len(docs))]
+		err := run(part, func(t scored) error {
+			w := part[t.Doc]
+			if t.J < w.from {
 				return nil
 			}
-			w := wins[w0+b]
-			if j < w.from {
-				return nil
+			if trace != nil {
+				trace(w, t)
 			}
-			nll := -LogSoftmaxAt(logits, int(text[w.start+j+1]))
+			nll := -LogSoftmaxAt(t.Logits, int(text[w.start+t.J+1]))
 			for k := range out {
-				if j >= lo[k] {
+				if t.J >= lo[k] {
 					out[k].Nats += nll
 					out[k].Tokens++
 				}
@@ -276,11 +280,11 @@ func (e *Evaluator) Score(text []byte, lastNs []int, maxWindows int) ([]Score, e
 			return nil
 		})
 		if err != nil {
-			return nil, errors.WithMessagef(err, "score: windows %d..%d of length %d", w0, w0+nb-1, le)
+			return nil, errors.WithMessagef(err, "score: %s %d..%d of length %d", what, d0, d0+len(part)-1, le)
 		}
 	}
 	for k := range out {
-		out[k].Windows = len(wins)
+		out[k].Windows = len(docs)
 	}
 	return out, nil
 }

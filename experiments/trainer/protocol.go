@@ -328,43 +328,10 @@ func (s *Scorer) Score(text []byte, lastNs []int, maxWindows int) ([]Score, erro
 	if s.Protocol.name() == ProtoFull {
 		return s.ev.Score(text, lastNs, maxWindows)
 	}
-	le := s.Len
-	lo, err := lastFloors(lastNs, le)
-	if err != nil {
-		return nil, err
-	}
-	docs, err := documents(len(text), le, maxWindows)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Score, len(lastNs))
-	for d0 := 0; d0 < len(docs); d0 += s.Batch {
-		batch := docs[d0:min(d0+s.Batch, len(docs))]
-		err := s.run(text, batch, func(t scored) error {
-			w := batch[t.Doc]
-			if t.J < w.from {
-				return nil
-			}
-			if s.trace != nil {
-				s.trace(w, t)
-			}
-			nll := -LogSoftmaxAt(t.Logits, int(text[w.start+t.J+1]))
-			for k := range out {
-				if t.J >= lo[k] {
-					out[k].Nats += nll
-					out[k].Tokens++
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, errors.WithMessagef(err, "score: protocol %s, documents %d..%d of length %d", s.Protocol, d0, d0+len(batch)-1, le)
-		}
-	}
-	for k := range out {
-		out[k].Windows = len(docs)
-	}
-	return out, nil
+	what := fmt.Sprintf("protocol %s, documents", s.Protocol)
+	return scoreDocs(text, lastNs, maxWindows, s.Len, s.Batch, what, func(docs []window, visit func(scored) error) error {
+		return s.run(text, docs, visit)
+	}, s.trace)
 }
 
 // run scores the documents docs (at most Batch) with the protocol, calling
@@ -374,9 +341,9 @@ func (s *Scorer) run(text []byte, docs []window, visit func(scored) error) error
 	switch s.Protocol.name() {
 	case ProtoChunks:
 		c := s.Protocol.Window
-		return s.runWindows(text, docs, c, c, visit)
+		return s.ev.runWindows(text, docs, s.Len, c, c, visit)
 	case ProtoStride:
-		return s.runWindows(text, docs, s.Protocol.Window, s.Protocol.Stride, visit)
+		return s.ev.runWindows(text, docs, s.Len, s.Protocol.Window, s.Protocol.Stride, visit)
 	case ProtoMemory:
 		return s.runMemory(text, docs, visit)
 	default:
@@ -406,10 +373,11 @@ func subWindows(le, c, s int) []sub {
 	return out
 }
 
-// runWindows runs every document's stride windows through the [Batch, c]
+// runWindows runs every document's stride windows of length c (stride
+// stride) over documents of le positions through the [Batch, c]
 // evaluator, Batch windows per pass.
-func (s *Scorer) runWindows(text []byte, docs []window, c, stride int, visit func(scored) error) error {
-	per := subWindows(s.Len, c, stride)
+func (e *Evaluator) runWindows(text []byte, docs []window, le, c, stride int, visit func(scored) error) error {
+	per := subWindows(le, c, stride)
 	var all []sub
 	for d := range docs {
 		for _, w := range per {
@@ -417,17 +385,17 @@ func (s *Scorer) runWindows(text []byte, docs []window, c, stride int, visit fun
 			all = append(all, w)
 		}
 	}
-	ids := make([]int, s.Batch*c)
-	for w0 := 0; w0 < len(all); w0 += s.Batch {
-		nb := min(s.Batch, len(all)-w0)
-		for b := 0; b < s.Batch; b++ {
+	ids := make([]int, e.Batch*c)
+	for w0 := 0; w0 < len(all); w0 += e.Batch {
+		nb := min(e.Batch, len(all)-w0)
+		for b := 0; b < e.Batch; b++ {
 			w := all[w0+min(b, nb-1)] // padding rows repeat a real window
 			base := docs[w.doc].start + w.start
 			for j := 0; j < c; j++ {
 				ids[b*c+j] = int(text[base+j])
 			}
 		}
-		err := s.ev.forward(ids, func(i int, logits []float64) error {
+		err := e.forward(ids, func(i int, logits []float64) error {
 			b, j := i/c, i%c
 			if b >= nb {
 				return nil

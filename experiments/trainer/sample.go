@@ -273,6 +273,7 @@ func Generate(p *graph.Params, model layers.Config, prompts [][]byte, opt Sample
 		longest = max(longest, len(pr), 1)
 	}
 	why := ""
+	winErr := layers.CheckDecodeWindow(model, max(2, opt.Window))
 	switch err := layers.CanDecode(model); {
 	case opt.NoCache:
 		why = "the cache was turned off (NoCache)"
@@ -280,8 +281,8 @@ func Generate(p *graph.Params, model layers.Config, prompts [][]byte, opt Sample
 		why = "the model is not causal"
 	case err != nil:
 		why = err.Error()
-	case layers.CheckDecodeWindow(model, max(2, opt.Window)) != nil:
-		why = layers.CheckDecodeWindow(model, max(2, opt.Window)).Error()
+	case winErr != nil:
+		why = winErr.Error()
 	case longest+opt.N-1 > opt.Window && layers.CanSlide(model) != nil:
 		why = fmt.Sprintf("the context reaches %d bytes, past the window of %d, and %v", longest+opt.N-1, opt.Window, layers.CanSlide(model))
 	}
