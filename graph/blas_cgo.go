@@ -13,11 +13,18 @@ typedef void (*rpe_sgemm_t)(int, int, int, int, int, int, float, const float *, 
                             const float *, int, float, float *, int);
 typedef void (*rpe_dgemm_t)(int, int, int, int, int, int, double, const double *, int,
                             const double *, int, double, double *, int);
+// CBLAS GEMV: (order, trans, m, n, alpha, a, lda, x, incx, beta, y, incy).
+typedef void (*rpe_sgemv_t)(int, int, int, int, float, const float *, int, const float *, int, float,
+                            float *, int);
+typedef void (*rpe_dgemv_t)(int, int, int, int, double, const double *, int, const double *, int,
+                            double, double *, int);
 typedef void (*rpe_set_threads_t)(int);
 typedef char *(*rpe_corename_t)(void);
 
 static rpe_sgemm_t rpe_sgemm;
 static rpe_dgemm_t rpe_dgemm;
+static rpe_sgemv_t rpe_sgemv;
+static rpe_dgemv_t rpe_dgemv;
 
 // rpe_open loads the library at path and resolves the symbols this package
 // uses; it returns NULL on success and dlerror's message otherwise. It sets
@@ -28,9 +35,11 @@ static const char *rpe_open(const char *path, const char **core) {
 	if (!h) return dlerror();
 	rpe_sgemm_t s = (rpe_sgemm_t)dlsym(h, "cblas_sgemm");
 	rpe_dgemm_t d = (rpe_dgemm_t)dlsym(h, "cblas_dgemm");
-	if (!s || !d) {
+	rpe_sgemv_t sv = (rpe_sgemv_t)dlsym(h, "cblas_sgemv");
+	rpe_dgemv_t dv = (rpe_dgemv_t)dlsym(h, "cblas_dgemv");
+	if (!s || !d || !sv || !dv) {
 		dlclose(h);
-		return "no cblas_sgemm/cblas_dgemm symbol";
+		return "no cblas_sgemm/cblas_dgemm/cblas_sgemv/cblas_dgemv symbol";
 	}
 	rpe_set_threads_t st = (rpe_set_threads_t)dlsym(h, "openblas_set_num_threads");
 	if (st) st(1);
@@ -38,6 +47,8 @@ static const char *rpe_open(const char *path, const char **core) {
 	*core = cn ? cn() : NULL;
 	rpe_sgemm = s;
 	rpe_dgemm = d;
+	rpe_sgemv = sv;
+	rpe_dgemv = dv;
 	return NULL;
 }
 
@@ -49,6 +60,24 @@ static void rpe_call_sgemm(int ta, int tb, int m, int n, int k, float alpha, con
 static void rpe_call_dgemm(int ta, int tb, int m, int n, int k, double alpha, const double *a, int lda,
                            const double *b, int ldb, double beta, double *c, int ldc) {
 	rpe_dgemm(101, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// rpe_call_sgemv and rpe_call_dgemv compute the GEMM row C[1, n] =
+// alpha op(A)[1, k] op(B)[k, n] + beta C as one row-major GEMV: with B
+// stored [k, n] (tb NoTrans) y = B^T x, with B stored [n, k] y = B x; x
+// is A's row (stride 1) or, A being stored [k, 1], its column (stride lda).
+static void rpe_call_sgemv(int ta, int tb, int n, int k, float alpha, const float *a, int lda,
+                           const float *b, int ldb, float beta, float *c) {
+	int incx = ta == 111 ? 1 : lda;
+	if (tb == 111) rpe_sgemv(101, 112, k, n, alpha, b, ldb, a, incx, beta, c, 1);
+	else rpe_sgemv(101, 111, n, k, alpha, b, ldb, a, incx, beta, c, 1);
+}
+
+static void rpe_call_dgemv(int ta, int tb, int n, int k, double alpha, const double *a, int lda,
+                           const double *b, int ldb, double beta, double *c) {
+	int incx = ta == 111 ? 1 : lda;
+	if (tb == 111) rpe_dgemv(101, 112, k, n, alpha, b, ldb, a, incx, beta, c, 1);
+	else rpe_dgemv(101, 111, n, k, alpha, b, ldb, a, incx, beta, c, 1);
 }
 */
 import "C"
@@ -75,8 +104,9 @@ import (
 //	             cblas_dgemm); gonum, with the reason in BLASName, if it
 //	             does not load
 //
-// Only the matrix products (GEMM) go to the library; the other BLAS
-// routines Gorgonia uses stay in gonum.
+// Only the matrix products (GEMM) go to the library, a product of one row
+// (m = 1, as in a decoding step) as a GEMV, which reads op(B) once instead
+// of packing it; the other BLAS routines Gorgonia uses stay in gonum.
 func init() {
 	var impl G.BLAS = gonum.Implementation{}
 	blasName = "gonum (pure Go)"
@@ -155,6 +185,11 @@ func (c cblas) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []floa
 		c.Implementation.Sgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc)
 		return
 	}
+	if m == 1 {
+		C.rpe_call_sgemv(ctrans(tA), ctrans(tB), C.int(n), C.int(k), C.float(alpha),
+			(*C.float)(&a[0]), C.int(lda), (*C.float)(&b[0]), C.int(ldb), C.float(beta), (*C.float)(&cc[0]))
+		return
+	}
 	C.rpe_call_sgemm(ctrans(tA), ctrans(tB), C.int(m), C.int(n), C.int(k), C.float(alpha),
 		(*C.float)(&a[0]), C.int(lda), (*C.float)(&b[0]), C.int(ldb), C.float(beta), (*C.float)(&cc[0]), C.int(ldc))
 }
@@ -163,6 +198,11 @@ func (c cblas) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []floa
 func (c cblas) Dgemm(tA, tB blas.Transpose, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, cc []float64, ldc int) {
 	if m == 0 || n == 0 || k == 0 || !gemmFits(tA, tB, m, n, k, len(a), lda, len(b), ldb, len(cc), ldc) {
 		c.Implementation.Dgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc)
+		return
+	}
+	if m == 1 {
+		C.rpe_call_dgemv(ctrans(tA), ctrans(tB), C.int(n), C.int(k), C.double(alpha),
+			(*C.double)(&a[0]), C.int(lda), (*C.double)(&b[0]), C.int(ldb), C.double(beta), (*C.double)(&cc[0]))
 		return
 	}
 	C.rpe_call_dgemm(ctrans(tA), ctrans(tB), C.int(m), C.int(n), C.int(k), C.double(alpha),

@@ -26,7 +26,7 @@ func TestBLASChoice(t *testing.T) {
 }
 
 // TestCBLASGemm compares the loaded library's Sgemm/Dgemm with gonum's on
-// every transpose combination, with leading dimensions wider than the
+// every transpose combination, for m > 1 (GEMM) and m = 1 (GEMV), with leading dimensions wider than the
 // matrices and nonzero beta, and checks that arguments that do not fit
 // their slices go to gonum (which panics) instead of into C.
 func TestCBLASGemm(t *testing.T) {
@@ -50,34 +50,37 @@ func TestCBLASGemm(t *testing.T) {
 		}
 		return out
 	}
-	for _, tA := range []blas.Transpose{blas.NoTrans, blas.Trans} {
-		for _, tB := range []blas.Transpose{blas.NoTrans, blas.Trans} {
-			m, n, k := 7, 5, 9
-			ra, ca := m, k
-			if tA == blas.Trans {
-				ra, ca = k, m
-			}
-			rb, cb := k, n
-			if tB == blas.Trans {
-				rb, cb = n, k
-			}
-			lda, ldb, ldc := ca+2, cb+1, n+3
-			a, b, c := rnd(ra*lda), rnd(rb*ldb), rnd(m*ldc)
-			want := append([]float64(nil), c...)
-			ref.Dgemm(tA, tB, m, n, k, 0.7, a, lda, b, ldb, 0.3, want, ldc)
-			got := append([]float64(nil), c...)
-			lib.Dgemm(tA, tB, m, n, k, 0.7, a, lda, b, ldb, 0.3, got, ldc)
-			checkClose(t, "Dgemm", got, want, 1e-12, 1e-12)
+	// m = 1 goes to GEMV (a decoding step's products)
+	for _, m := range []int{7, 1} {
+		for _, tA := range []blas.Transpose{blas.NoTrans, blas.Trans} {
+			for _, tB := range []blas.Transpose{blas.NoTrans, blas.Trans} {
+				n, k := 5, 9
+				ra, ca := m, k
+				if tA == blas.Trans {
+					ra, ca = k, m
+				}
+				rb, cb := k, n
+				if tB == blas.Trans {
+					rb, cb = n, k
+				}
+				lda, ldb, ldc := ca+2, cb+1, n+3
+				a, b, c := rnd(ra*lda), rnd(rb*ldb), rnd(m*ldc)
+				want := append([]float64(nil), c...)
+				ref.Dgemm(tA, tB, m, n, k, 0.7, a, lda, b, ldb, 0.3, want, ldc)
+				got := append([]float64(nil), c...)
+				lib.Dgemm(tA, tB, m, n, k, 0.7, a, lda, b, ldb, 0.3, got, ldc)
+				checkClose(t, "Dgemm", got, want, 1e-12, 1e-12)
 
-			a32, b32 := to32(a), to32(b)
-			want32, got32 := to32(c), to32(c)
-			ref.Sgemm(tA, tB, m, n, k, 0.7, a32, lda, b32, ldb, 0.3, want32, ldc)
-			lib.Sgemm(tA, tB, m, n, k, 0.7, a32, lda, b32, ldb, 0.3, got32, ldc)
-			w, g := make([]float64, len(c)), make([]float64, len(c))
-			for i := range c {
-				w[i], g[i] = float64(want32[i]), float64(got32[i])
+				a32, b32 := to32(a), to32(b)
+				want32, got32 := to32(c), to32(c)
+				ref.Sgemm(tA, tB, m, n, k, 0.7, a32, lda, b32, ldb, 0.3, want32, ldc)
+				lib.Sgemm(tA, tB, m, n, k, 0.7, a32, lda, b32, ldb, 0.3, got32, ldc)
+				w, g := make([]float64, len(c)), make([]float64, len(c))
+				for i := range c {
+					w[i], g[i] = float64(want32[i]), float64(got32[i])
+				}
+				checkClose(t, "Sgemm", g, w, 1e-5, 1e-5)
 			}
-			checkClose(t, "Sgemm", g, w, 1e-5, 1e-5)
 		}
 	}
 	// C one element short: gonum's panic, not a write past the slice.

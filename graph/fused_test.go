@@ -516,6 +516,85 @@ func TestRelScores(t *testing.T) {
 	}
 }
 
+// TestKeyScores compares KeyScores with the element-wise product and sum
+// it replaces (XL's u·k), values and gradients, and gradient-checks it.
+func TestKeyScores(t *testing.T) {
+	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
+		for _, r := range []int{1, 3} {
+			build := func(fused bool) ([][]float64, [][]float64) {
+				rng := rand.New(rand.NewSource(54))
+				g := G.NewGraph()
+				x := input(g, "x", randDense(rng, dt, 1, 2, 3, 4, 5))
+				tab := input(g, "tab", randDense(rng, dt, 1, 3, r, 5))
+				var o *G.Node
+				if fused {
+					o = must(t)(KeyScores(tab, x))
+				} else { // tab·xᵀ = (x·tabᵀ)ᵀ per head
+					o = must(t)(TransposeLast2(unfusedRelScores(t, x, tab)))
+				}
+				return gradsOf(t, g, projLoss(t, rand.New(rand.NewSource(3)), o, "proj"), G.Nodes{o}, G.Nodes{x, tab})
+			}
+			fv, fg := build(true)
+			uv, ug := build(false)
+			tol := 1e-12
+			if dt == tensor.Float32 {
+				tol = 1e-5
+			}
+			compareAll(t, fmt.Sprintf("KeyScores %v R=%d values", dt, r), fv, uv, tol, tol)
+			compareAll(t, fmt.Sprintf("KeyScores %v R=%d grads", dt, r), fg, ug, tol, tol)
+		}
+	}
+	rng := rand.New(rand.NewSource(55))
+	g := G.NewGraph()
+	x := input(g, "x", randDense(rng, tensor.Float64, 1, 2, 3, 4, 5))
+	tab := input(g, "tab", randDense(rng, tensor.Float64, 1, 3, 1, 5))
+	gradCheck(t, g, projLoss(t, rng, must(t)(KeyScores(tab, x)), "proj"), x, tab)
+	if _, err := KeyScores(input(g, "bad", randDense(rng, tensor.Float64, 1, 2, 1, 5)), x); err == nil {
+		t.Error("KeyScores with a table of 2 heads for x of 3: no error")
+	}
+}
+
+// TestWriteTail checks that WriteTail writes the rows into the cache's
+// last rows, in place, leaves the others, and refuses what does not fit.
+func TestWriteTail(t *testing.T) {
+	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
+		rng := rand.New(rand.NewSource(56))
+		g := G.NewGraph()
+		cv := randDense(rng, dt, 1, 2, 4, 3)
+		before := ToFloat64s(cv)
+		c := input(g, "cache", cv)
+		x := input(g, "x", randDense(rng, dt, 1, 2, 1, 3))
+		y := must(t)(WriteTail(c, x))
+		run(t, g)
+		got, xs := ToFloat64s(y.Value()), ToFloat64s(x.Value())
+		for b := 0; b < 2; b++ {
+			for r := 0; r < 4; r++ {
+				for j := 0; j < 3; j++ {
+					want := before[(b*4+r)*3+j]
+					if r == 3 {
+						want = xs[b*3+j]
+					}
+					if g := got[(b*4+r)*3+j]; g != want {
+						t.Fatalf("%v: sequence %d row %d col %d = %v, want %v", dt, b, r, j, g, want)
+					}
+				}
+			}
+		}
+		if ToFloat64s(cv)[3*3] != xs[0] {
+			t.Fatalf("%v: the cache's own memory was not written", dt)
+		}
+	}
+	g := G.NewGraph()
+	rng := rand.New(rand.NewSource(57))
+	c := input(g, "cache", randDense(rng, tensor.Float64, 1, 2, 2, 3))
+	if _, err := WriteTail(c, input(g, "x", randDense(rng, tensor.Float64, 1, 2, 3, 3))); err == nil {
+		t.Error("WriteTail of 3 rows into a cache of 2: no error")
+	}
+	if _, err := WriteTail(c, input(g, "y", randDense(rng, tensor.Float64, 1, 2, 1, 4))); err == nil {
+		t.Error("WriteTail of width 4 into a cache of 3: no error")
+	}
+}
+
 func TestTransposeLast2(t *testing.T) {
 	rng := rand.New(rand.NewSource(53))
 	g := G.NewGraph()

@@ -11,7 +11,8 @@ import (
 )
 
 // This file holds headMatMul, the per-(batch, head) matrix product of the
-// attention ops, and its two public uses AttentionOutput and RelScores.
+// attention ops, and its public uses AttentionOutput, RelScores and
+// KeyScores.
 
 // headMatMul returns C = alpha op(A)·op(B) per batch element and head, A, B
 // and C in the given layouts (op = transpose when tA, tB). It is the
@@ -200,4 +201,31 @@ func RelScores(x, tab *G.Node) (*G.Node, error) {
 	tl := headLayout{shared: true, b: xs[0], h: xs[1], rows: ts[1], cols: ts[2]}
 	ol := headLayout{b: xs[0], h: xs[1], rows: xs[2], cols: ts[1]}
 	return headMatMul(x, tab, xl, tl, ol, false, true, 1)
+}
+
+// KeyScores returns tab·xᵀ per batch element and head:
+//
+//	tab [H, R, dh] (shared by the batch), x [B, H, T, dh]  ->  [B, H, R, T]
+//
+// Transformer-XL's key term u_h·k_j (R = 1: one row [B, H, 1, T] that
+// broadcasts over the queries), as one product per head instead of an
+// element-wise product [B, H, T, dh] and a sum over dh; at R = 1 each is a
+// GEMV. It is differentiable with respect to both (dtab sums over the
+// batch) and returns an error if the shapes disagree.
+func KeyScores(tab, x *G.Node) (*G.Node, error) {
+	const name = "KeyScores"
+	if err := checkFloatNode(name, "tab", tab); err != nil {
+		return nil, err
+	}
+	if err := checkFloatNode(name, "x", x); err != nil {
+		return nil, err
+	}
+	xs, ts := x.Shape(), tab.Shape()
+	if len(xs) != 4 || len(ts) != 3 || ts[0] != xs[1] || ts[2] != xs[3] || x.Dtype() != tab.Dtype() {
+		return nil, errors.Errorf("graph: %s: tab %v (%v) and x %v (%v): want tab [H, R, dh] and x [B, H, T, dh] of one dtype", name, ts, tab.Dtype(), xs, x.Dtype())
+	}
+	tl := headLayout{shared: true, b: xs[0], h: xs[1], rows: ts[1], cols: ts[2]}
+	xl := headLayout{b: xs[0], h: xs[1], rows: xs[2], cols: xs[3]}
+	ol := headLayout{b: xs[0], h: xs[1], rows: ts[1], cols: xs[2]}
+	return headMatMul(tab, x, tl, xl, ol, false, true, 1)
 }

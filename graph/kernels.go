@@ -42,6 +42,12 @@ type kernels32 struct {
 	scatterAddF64  func(acc []float64, idx []int, src []float32)
 	maskMaxRows    func(s []float32, n int, causal bool, first int, rowMax []float32)
 	dsRows         func(dp, p []float32, n int, d []float32)
+	// rotaryHalf rotates rows lo..hi-1 of x ([rows, d]) into y, pairing
+	// dimension p with p+half (RotaryHalf): row r uses row r%tt of the
+	// tables cs and sn ([tt, half]), dimensions from 2*half on are
+	// copied. Bit for bit the same in both sets (no fused multiply-add),
+	// so that a run does not depend on the CPU.
+	rotaryHalf func(y, x []float32, d, half, tt, lo, hi int, cs, sn []float32)
 }
 
 // k32 is the kernel set of this build and CPU.
@@ -152,6 +158,7 @@ func init() {
 	goKernels32.scatterAddF64 = scatterAddF64Go[float32]
 	goKernels32.maskMaxRows = maskMaxRowsGo[float32]
 	goKernels32.dsRows = dsRowsGo[float32]
+	goKernels32.rotaryHalf = rotaryHalfGo[float32]
 	goKernels32.colSums = func(acc, x []float32) {
 		n := len(acc)
 		for r := 0; r+n <= len(x); r += n {
@@ -180,3 +187,19 @@ func rowStats32(row []float32, eps float32) (mean, rstd float32) {
 // Kernels names the float32 elementwise kernels in use: "Go", or "C/AVX2"
 // in the default cgo build on a CPU with AVX2 and FMA.
 func Kernels() string { return k32.name }
+
+// rotaryHalfGo is the rotaryHalf kernel for either float type.
+func rotaryHalfGo[T float](y, x []T, d, half, tt, lo, hi int, cs, sn []T) {
+	for r := lo; r < hi; r++ {
+		t := r % tt
+		xr, yr := x[r*d:(r+1)*d], y[r*d:(r+1)*d]
+		copy(yr[2*half:], xr[2*half:]) // dims beyond the rotary ones
+		c, si := cs[t*half:(t+1)*half], sn[t*half:(t+1)*half]
+		xa, xb := xr[:half], xr[half:2*half]
+		ya, yb := yr[:half], yr[half:2*half]
+		for p := range c {
+			ya[p] = xa[p]*c[p] - xb[p]*si[p]
+			yb[p] = xb[p]*c[p] + xa[p]*si[p]
+		}
+	}
+}

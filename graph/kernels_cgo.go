@@ -450,6 +450,33 @@ TGT void rpe_ds_rows(float *dp, const float *p, long rows, long n, const float *
 		for (; j < n; j++) dr[j] = pr[j] != 0 ? pr[j] * (dr[j] - d[a]) : 0;
 	}
 }
+
+// Rotary embedding, half pairing (dimension p with p + half), rows lo..hi-1:
+// plain multiplies and adds, never fused, so that the result is bit for bit
+// that of the Go kernel (rotaryHalfGo).
+#pragma STDC FP_CONTRACT OFF
+TGT __attribute__((optimize("fp-contract=off")))
+void rpe_rotary_half(float *y, const float *x, long d, long half, long tt, long lo, long hi,
+                     const float *cs, const float *sn) {
+	for (long r = lo; r < hi; r++) {
+		long t = r % tt;
+		const float *xa = x + r * d, *xb = xa + half, *c = cs + t * half, *s = sn + t * half;
+		float *ya = y + r * d, *yb = ya + half;
+		if (d > 2 * half) memcpy(ya + 2 * half, xa + 2 * half, (d - 2 * half) * sizeof(float));
+		long p = 0;
+		for (; p + 8 <= half; p += 8) {
+			__m256 a = _mm256_loadu_ps(xa + p), b = _mm256_loadu_ps(xb + p);
+			__m256 cv = _mm256_loadu_ps(c + p), sv = _mm256_loadu_ps(s + p);
+			_mm256_storeu_ps(ya + p, _mm256_sub_ps(_mm256_mul_ps(a, cv), _mm256_mul_ps(b, sv)));
+			_mm256_storeu_ps(yb + p, _mm256_add_ps(_mm256_mul_ps(b, cv), _mm256_mul_ps(a, sv)));
+		}
+		for (; p < half; p++) {
+			float ac = xa[p] * c[p], bs = xb[p] * s[p], bc = xb[p] * c[p], as = xa[p] * s[p];
+			ya[p] = ac - bs;
+			yb[p] = bc + as;
+		}
+	}
+}
 */
 import "C"
 
@@ -512,6 +539,15 @@ func init() {
 		if rows := len(x) / d; rows > 0 {
 			_, _, _, _ = dx[rows*d-1], dy[rows*d-1], dgamma[d-1], dbeta[d-1]
 			C.rpe_layer_norm_grad(fp(dx), fp(x), fp(gamma), fp(dy), C.long(rows), C.long(d), C.float(eps), fp(dgamma), fp(dbeta))
+		}
+	}
+	cKernels32.rotaryHalf = func(y, x []float32, d, half, tt, lo, hi int, cs, sn []float32) {
+		if hi > lo && half > 0 {
+			_, _ = x[hi*d-1], y[hi*d-1]
+			_, _ = cs[tt*half-1], sn[tt*half-1]
+			C.rpe_rotary_half(fp(y), fp(x), C.long(d), C.long(half), C.long(tt), C.long(lo), C.long(hi), fp(cs), fp(sn))
+		} else if hi > lo {
+			copy(y[lo*d:hi*d], x[lo*d:hi*d])
 		}
 	}
 	cKernels32.colSums = func(acc, x []float32) {

@@ -171,6 +171,16 @@ func TestKernels32(t *testing.T) {
 		k32.colSums(ca, xs)
 		goKernels32.colSums(cb, xs)
 		checkKernel(t, fmt.Sprintf("colSums n=%d", n), ca, cb, 1e-6)
+
+		// rotary: rows of n with half = n/2 (and one dimension left over
+		// when n is odd), tables of 2 rows, rows 1..2 of 3; bit for bit
+		if half := n / 2; half > 0 {
+			cs, sn := randSpecial(rng, 2*half, 1, false), randSpecial(rng, 2*half, 1, false)
+			a, b = make([]float32, rows*n), make([]float32, rows*n)
+			k32.rotaryHalf(a, xs, n, half, 2, 1, rows, cs, sn)
+			goKernels32.rotaryHalf(b, xs, n, half, 2, 1, rows, cs, sn)
+			checkKernel(t, fmt.Sprintf("rotaryHalf n=%d", n), a, b, 0, 0)
+		}
 	}
 }
 

@@ -213,24 +213,23 @@ func rotaryDo[T float](op *rotaryOp, v G.Value) (G.Value, error) {
 	cs, sn := rotaryTables[T](op)
 	rows := len(x) / d
 	parallelFor(rows, 2*d, func(lo, hi int) {
+		if op.pairing != RotaryInterleaved {
+			if x32, ok := any(x).([]float32); ok { // the vectorised kernel
+				k32.rotaryHalf(any(y).([]float32), x32, d, half, tt, lo, hi, any(cs).([]float32), any(sn).([]float32))
+				return
+			}
+			rotaryHalfGo(y, x, d, half, tt, lo, hi, cs, sn)
+			return
+		}
 		for r := lo; r < hi; r++ {
 			t := r % tt
 			xr, yr := x[r*d:(r+1)*d], y[r*d:(r+1)*d]
 			copy(yr[2*half:], xr[2*half:]) // dims beyond the rotary ones
 			c, si := cs[t*half:(t+1)*half], sn[t*half:(t+1)*half]
-			if op.pairing == RotaryInterleaved {
-				for p := range c {
-					xa, xb := xr[2*p], xr[2*p+1]
-					yr[2*p] = xa*c[p] - xb*si[p]
-					yr[2*p+1] = xb*c[p] + xa*si[p]
-				}
-				continue
-			}
-			xa, xb := xr[:half], xr[half:2*half]
-			ya, yb := yr[:half], yr[half:2*half]
 			for p := range c {
-				ya[p] = xa[p]*c[p] - xb[p]*si[p]
-				yb[p] = xb[p]*c[p] + xa[p]*si[p]
+				xa, xb := xr[2*p], xr[2*p+1]
+				yr[2*p] = xa*c[p] - xb*si[p]
+				yr[2*p+1] = xb*c[p] + xa*si[p]
 			}
 		}
 	})

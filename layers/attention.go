@@ -136,7 +136,15 @@ func (a *Attention) FwdPositions(xq, xkv *G.Node, span posenc.Span, pos *posenc.
 // K and V [B, M, d], before any rotation of the position encoding (the
 // encoding's QKTransformer is applied to the cached and the new keys
 // together, at their span positions, every time the layer runs).
-type KV struct{ K, V *G.Node }
+//
+// With Room, K and V are [B, M+T, d] and already have room for the call's
+// own T keys and values at their end: the call writes them there, in place
+// (graph.WriteTail), instead of concatenating a copy; such a graph is
+// forward-only, and the caller owns the cache's memory (layers.Decoder).
+type KV struct {
+	K, V *G.Node
+	Room bool
+}
 
 // FwdCached is self-attention of xq [B, Tq, d] to the cached keys and
 // values mem (projected, [B, M, d]) followed by xq's own: the keys are
@@ -169,7 +177,14 @@ func (a *Attention) fwd(xq, xkv *G.Node, mem *KV, span posenc.Span, pos *posenc.
 				return nil, KV{}, errors.Errorf("attention %s: cached keys or values %v, want [%d, M, %d]", name, ms, b, d)
 			}
 		}
-		tk += mem.K.Shape()[1]
+		switch m := mem.K.Shape()[1]; {
+		case !mem.Room:
+			tk += m
+		case m < tq:
+			return nil, KV{}, errors.Errorf("attention %s: cached keys %v have no room for %d new rows", name, mem.K.Shape(), tq)
+		default:
+			tk = m
+		}
 	}
 	a.mem, a.newKV = mem, KV{}
 	out, err := a.fwdHooks(xq, xkv, b, tq, tk, h, dh, d, span, pos, mask)
@@ -332,7 +347,14 @@ func (a *Attention) projectQKV(xq, xkv *G.Node, split bool) (q, k, v *G.Node, er
 		return nil, nil, nil, err
 	}
 	a.newKV = KV{K: k, V: v}
-	if a.mem != nil { // FwdCached: the cache's keys and values come first
+	if a.mem != nil && a.mem.Room { // the new rows go into the cache's room
+		if k, err = graph.WriteTail(a.mem.K, k); err != nil { // [B, M+T, d]
+			return nil, nil, nil, errors.Wrapf(err, "attention %s: cached keys", a.Cfg.Name)
+		}
+		if v, err = graph.WriteTail(a.mem.V, v); err != nil { // [B, M+T, d]
+			return nil, nil, nil, errors.Wrapf(err, "attention %s: cached values", a.Cfg.Name)
+		}
+	} else if a.mem != nil { // FwdCached: the cache's keys and values come first
 		if k, err = graph.Concat(1, a.mem.K, k); err != nil { // [B, M+T, d]
 			return nil, nil, nil, errors.Wrapf(err, "attention %s: cached keys", a.Cfg.Name)
 		}

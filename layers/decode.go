@@ -41,12 +41,13 @@ type Decoder struct {
 	g      *G.ExprGraph
 	p      *graph.Params
 	ids    []int
-	ks, vs []*tensor.Dense // per block [B, W-1, d], bound to the cache inputs
+	// ks, vs are per block [B, W, d], bound to the cache inputs: rows
+	// 0..W-2 the cache, row W-1 the room the step writes its token's key
+	// and value into (KV.Room), moved into the cache by a slide after it.
+	ks, vs []*tensor.Dense
 	mask   *tensor.Dense   // [B, 1, 1, W]; empty cache slots are 0
 	maskv  []float64       // the mask's values, [B, W]
 	logits G.Value
-	newK   []G.Value // per block [B, 1, d], read at run time
-	newV   []G.Value
 	vm     G.VM
 	filled []int // keys in each sequence's cache, <= W-1
 	seen   []int // tokens each sequence stepped since Reset
@@ -101,10 +102,10 @@ func NewDecoder(p *graph.Params, cfg Config, b, w, sinks int) (*Decoder, error) 
 		G.WithValue(tensor.New(tensor.WithShape(b, 1), tensor.WithBacking(r.ids))))
 	o := Options{Start: m}
 	for l := 0; l < cfg.Layers; l++ {
-		kv := KV{}
+		kv := KV{Room: true}
 		for i, which := range []string{"k", "v"} {
-			t := graph.FromFloat64s(dt, tensor.Shape{b, m, d}, make([]float64, b*m*d))
-			n := G.NewTensor(g, dt, 3, G.WithShape(b, m, d), G.WithValue(t), G.WithName(graph.UniqueName(g, fmt.Sprintf("block%d/cache_%s", l, which))))
+			t := graph.FromFloat64s(dt, tensor.Shape{b, w, d}, make([]float64, b*w*d))
+			n := G.NewTensor(g, dt, 3, G.WithShape(b, w, d), G.WithValue(t), G.WithName(graph.UniqueName(g, fmt.Sprintf("block%d/cache_%s", l, which))))
 			if i == 0 {
 				r.ks, kv.K = append(r.ks, t), n
 			} else {
@@ -136,12 +137,6 @@ func NewDecoder(p *graph.Params, cfg Config, b, w, sinks int) (*Decoder, error) 
 		return nil, errors.Wrapf(err, "decoder: B=%d W=%d", b, w)
 	}
 	G.Read(logits, &r.logits)
-	kvs := lm.CachedKV()
-	r.newK, r.newV = make([]G.Value, len(kvs)), make([]G.Value, len(kvs))
-	for l, kv := range kvs {
-		G.Read(kv.K, &r.newK[l])
-		G.Read(kv.V, &r.newV[l])
-	}
 	r.vm = G.NewTapeMachine(g)
 	r.Reset()
 	return r, nil
@@ -279,10 +274,10 @@ func (r *Decoder) Step(ids []int) ([]float64, error) {
 	}
 	out := graph.ToFloat64s(r.logits)
 	for l := range r.ks {
-		if err := pushCache(r.ks[l], r.newK[l], ids, m, r.Sinks, r.filled); err != nil {
+		if err := slideCache(r.ks[l], ids, r.W, r.Sinks, r.filled); err != nil {
 			return nil, err
 		}
-		if err := pushCache(r.vs[l], r.newV[l], ids, m, r.Sinks, r.filled); err != nil {
+		if err := slideCache(r.vs[l], ids, r.W, r.Sinks, r.filled); err != nil {
 			return nil, err
 		}
 	}
@@ -301,45 +296,37 @@ func (r *Decoder) Close() error {
 	return r.vm.Close()
 }
 
-// pushCache appends one row per sequence of row [B, 1, d] to cache
-// [B, m, d], right-aligned, for the sequences whose id is not Skip: while
-// it fills (filled < m) the rows move one slot left; once full, rows
-// sinks+1..m-1 move left and rows 0..sinks-1 (the attention sinks) stay.
-func pushCache(cache *tensor.Dense, row G.Value, ids []int, m, sinks int, filled []int) error {
-	if row == nil {
-		return errors.New("decoder: new keys or values were not read")
-	}
+// slideCache moves the key or value the step wrote into the room (row
+// w-1) of cache [B, w, d] into the cache, right-aligned, for the sequences
+// whose id is not Skip: while it fills (filled < w-1) the filled rows and
+// the new one move one slot left; once full, rows sinks+1..w-1 move left
+// and rows 0..sinks-1 (the attention sinks) stay. A Skip sequence's room
+// is left as the step wrote it (it is not part of its cache).
+func slideCache(cache *tensor.Dense, ids []int, w, sinks int, filled []int) error {
 	switch c := cache.Data().(type) {
 	case []float64:
-		r, ok := row.Data().([]float64)
-		if !ok {
-			return errors.Errorf("decoder: new keys are %T, the cache []float64", row.Data())
-		}
-		pushRows(c, r, ids, m, sinks, filled)
+		slideRows(c, ids, w, sinks, filled)
 	case []float32:
-		r, ok := row.Data().([]float32)
-		if !ok {
-			return errors.Errorf("decoder: new keys are %T, the cache []float32", row.Data())
-		}
-		pushRows(c, r, ids, m, sinks, filled)
+		slideRows(c, ids, w, sinks, filled)
 	default:
 		return errors.Errorf("decoder: cache of type %T", c)
 	}
 	return nil
 }
 
-func pushRows[F float32 | float64](cache, row []F, ids []int, m, sinks int, filled []int) {
-	d := len(row) / len(ids)
+func slideRows[F float32 | float64](cache []F, ids []int, w, sinks int, filled []int) {
+	d := len(cache) / (len(ids) * w)
 	for i, id := range ids {
 		if id == Skip {
 			continue
 		}
-		keep := 0 // rows at the front that stay in place
-		if filled[i] >= m {
-			keep = sinks
+		// the first row that moves goes to dst: the slot before the
+		// filled ones, or the first after the sinks once the cache is full
+		dst := w - 2 - filled[i]
+		if filled[i] >= w-1 {
+			dst = sinks
 		}
-		c := cache[i*m*d : (i+1)*m*d]
-		copy(c[keep*d:], c[(keep+1)*d:]) // overlapping copy is safe
-		copy(c[(m-1)*d:], row[i*d:(i+1)*d])
+		c := cache[i*w*d : (i+1)*w*d]
+		copy(c[dst*d:], c[(dst+1)*d:]) // overlapping copy is safe
 	}
 }

@@ -2,6 +2,7 @@ package layers_test
 
 import (
 	"fmt"
+	"os"
 	"testing"
 
 	"gorgonia.org/tensor"
@@ -15,7 +16,7 @@ import (
 // reference model (d=128, 2 layers).
 func BenchmarkDecoderStep(b *testing.B) {
 	for _, pos := range []string{"none", "rope", "alibi", "t5", "xl"} {
-		for _, w := range []int{512, 2048} {
+		for _, w := range benchWindows() {
 			b.Run(fmt.Sprintf("%s/W=%d", pos, w), func(b *testing.B) {
 				cfg := layers.DefaultConfig()
 				cfg.Pos = pos
@@ -39,4 +40,14 @@ func BenchmarkDecoderStep(b *testing.B) {
 			})
 		}
 	}
+}
+
+// benchWindows are the windows of BenchmarkDecoderStep: 512 and 2048, and
+// 8192 with RPE_BENCH_LONG=1 (filling its cache takes about 20 s per
+// encoding).
+func benchWindows() []int {
+	if os.Getenv("RPE_BENCH_LONG") == "1" {
+		return []int{512, 2048, 8192}
+	}
+	return []int{512, 2048}
 }

@@ -266,6 +266,9 @@ type Options struct {
 	// values [B, M, d] (Attention.FwdCached): the tokens attend to them and
 	// to themselves, the cache sitting at Start-M..Start-1. Exclusive with
 	// Mems. LM.CachedKV returns the tokens' own keys and values to append.
+	// With KV.Room the caches are [B, M+T, d], their last T rows the room
+	// the tokens' keys and values are written into (the cache still sits
+	// at Start-M..Start-1).
 	KV []KV
 	// StepPos, with KV, is a float input [B, P] holding a 1 at each new
 	// token's absolute position (a single token per sequence): an absolute
@@ -319,6 +322,9 @@ func (m *LM) FwdWith(ids *G.Node, o Options) (*G.Node, error) {
 			return nil, errors.New("lm: key/value cache without keys")
 		}
 		mk := o.KV[0].K.Shape()[1]
+		if o.KV[0].Room { // the cache's last t rows are the tokens' own
+			mk -= t
+		}
 		span.KStart, span.TK = o.Start-mk, mk+t
 	}
 	if err := posenc.CheckKind(m.Pos, o.Pos); err != nil {

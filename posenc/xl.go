@@ -192,7 +192,7 @@ func (e *XL) params(s *Site, split bool) (*xlParams, error) {
 // ScoreTerms implements ScoreTermer: (alpha *) (u_h·k_j + (q_i + v_h)·P_h[dist_ij])
 // [B, H, TQ, TK] from q [B, H, TQ, dh] and k [B, H, TK, dh].
 func (e *XL) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
-	b, h, dh := s.B, s.H, s.DHead
+	h, dh := s.H, s.DHead
 	if err := checkQK("xl", s, q, k); err != nil {
 		return nil, err
 	}
@@ -202,7 +202,7 @@ func (e *XL) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 	}
 	u, v, p := xp.u, xp.v, xp.p // p [H, n, dh]
 	idx, _, _ := XLDistances(s.Span)
-	u4, err := graph.Reshape(u, 1, h, 1, dh)
+	u3, err := graph.Reshape(u, h, 1, dh)
 	if err != nil {
 		return nil, err
 	}
@@ -222,15 +222,9 @@ func (e *XL) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 	if err != nil {
 		return nil, errors.Wrap(err, "posenc xl")
 	}
-	uk, err := graph.BroadcastMul(k, u4) // [B, H, TK, dh]
+	uk, err := graph.KeyScores(u3, k) // [B, H, 1, TK]
 	if err != nil {
 		return nil, errors.Wrap(err, "posenc xl: u·k")
-	}
-	if uk, err = G.Sum(uk, 3); err != nil { // [B, H, TK]
-		return nil, errors.Wrap(err, "posenc xl: u·k")
-	}
-	if uk, err = graph.Reshape(uk, b, h, 1, s.TK); err != nil {
-		return nil, err
 	}
 	out, err := graph.BroadcastAdd(bd, uk)
 	if err != nil {
