@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
 
 	"github.com/pkg/errors"
 	G "gorgonia.org/gorgonia"
@@ -171,8 +172,6 @@ func NewRope(name string, o Options) (*Rope, error) {
 		return nil, errors.Errorf("posenc %s: YaRN betas fast %g and slow %g must be positive", name, o.YarnBetaFast, o.YarnBetaSlow)
 	case !(o.YarnAttentionFactor >= 0) || math.IsInf(o.YarnAttentionFactor, 0):
 		return nil, errors.Errorf("posenc %s: YaRN attention factor %g must be a finite number > 0 (0: derived from the scale)", name, o.YarnAttentionFactor)
-	case (o.YarnMscale == 0) != (o.YarnMscaleAllDim == 0):
-		return nil, errors.Errorf("posenc %s: YaRN mscale %g and mscale-all-dim %g must be set together", name, o.YarnMscale, o.YarnMscaleAllDim)
 	case !(o.Llama3LowFreqFactor > 0 && o.Llama3HighFreqFactor > o.Llama3LowFreqFactor) || math.IsInf(o.Llama3HighFreqFactor, 0):
 		return nil, errors.Errorf("posenc %s: Llama 3 frequency factors low %g and high %g must satisfy 0 < low < high < ∞", name, o.Llama3LowFreqFactor, o.Llama3HighFreqFactor)
 	}
@@ -180,12 +179,40 @@ func NewRope(name string, o Options) (*Rope, error) {
 		TrainLen: o.RopeTrainLen, BetaFast: o.YarnBetaFast, BetaSlow: o.YarnBetaSlow,
 		AttnFactor: o.YarnAttentionFactor, Mscale: o.YarnMscale, MscaleAllDim: o.YarnMscaleAllDim, NoTruncate: o.YarnNoTruncate,
 		LowFreqFactor: o.Llama3LowFreqFactor, HighFreqFactor: o.Llama3HighFreqFactor}
+	e.canonical()
 	if name == RopeYaRN {
+		if (o.YarnMscale == 0) != (o.YarnMscaleAllDim == 0) {
+			return nil, errors.Errorf("posenc %s: YaRN mscale %g and mscale-all-dim %g must be set together", name, o.YarnMscale, o.YarnMscaleAllDim)
+		}
 		if a := e.yarnAttention(); !(a > 0) || math.IsInf(a, 0) {
 			return nil, errors.Errorf("posenc %s: YaRN attention factor %g from mscale %g and mscale-all-dim %g at scale %g is not a finite number > 0", name, a, o.YarnMscale, o.YarnMscaleAllDim, o.RopeScale)
 		}
 	}
 	return e, nil
+}
+
+// canonical sets the fields that e's variant does not read to their
+// defaults, so that the encoding's value depends only on the options it
+// reads (Info.Options, derived by comparing values): plain RoPE reads the
+// base, pairing and fraction; PI and NTK the scale too; dynamic NTK the
+// training length too; YaRN its betas and attention options; Llama 3 its
+// frequency factors.
+func (e *Rope) canonical() {
+	d := Options{}.Defaults()
+	uses := func(names ...string) bool { return slices.Contains(names, e.name) }
+	if !uses(RopePI, RopeNTK, RopeDynamic, RopeYaRN, RopeLlama3) {
+		e.Scale = d.RopeScale
+	}
+	if !uses(RopeDynamic, RopeYaRN, RopeLlama3) {
+		e.TrainLen = d.RopeTrainLen
+	}
+	if !uses(RopeYaRN) {
+		e.BetaFast, e.BetaSlow = d.YarnBetaFast, d.YarnBetaSlow
+		e.AttnFactor, e.Mscale, e.MscaleAllDim, e.NoTruncate = d.YarnAttentionFactor, d.YarnMscale, d.YarnMscaleAllDim, d.YarnNoTruncate
+	}
+	if !uses(RopeLlama3) {
+		e.LowFreqFactor, e.HighFreqFactor = d.Llama3LowFreqFactor, d.Llama3HighFreqFactor
+	}
 }
 
 // yarnAttention is rope-yarn's attention factor (see the type's

@@ -87,32 +87,6 @@ type Row struct {
 	GitDirty  bool   `json:"git_dirty,omitempty"`
 }
 
-// posOptionsRead lists, per encoding, the options of posenc.Options (by
-// fields name) it reads; an encoding not listed gets all of them.
-var posOptionsRead = func() map[string][]string {
-	rope := []string{"rope-base", "rope-pairing", "rope-fraction"}
-	with := func(extra ...string) []string { return append(slices.Clone(rope), extra...) }
-	return map[string][]string{
-		"none":         {},
-		"sinusoidal":   {"sinusoidal-scale"},
-		"learned":      {"max-len", "pos-init-std"},
-		"shaw":         {"shaw-k", "pos-init-std", "alpha"},
-		"shaw-scalar":  {"shaw-k", "pos-init-std", "alpha"},
-		"t5":           {"t5-buckets", "t5-max-distance", "pos-init-std", "alpha"},
-		"xl":           {"pos-init-std", "alpha"},
-		"deberta":      {"deberta-buckets", "deberta-max-position", "pos-init-std", "alpha"},
-		"rope":         rope,
-		"rope-pi":      with("rope-scale"),
-		"rope-ntk":     with("rope-scale"),
-		"rope-dynamic": with("rope-scale", "rope-train-len"),
-		"rope-yarn": with("rope-scale", "rope-train-len", "yarn-beta-fast", "yarn-beta-slow",
-			"yarn-attention-factor", "yarn-mscale", "yarn-mscale-all-dim", "yarn-no-truncate"),
-		"rope-llama3": with("rope-scale", "rope-train-len", "llama3-low-freq-factor", "llama3-high-freq-factor"),
-		"xpos":        with("xpos-scale-base"),
-		"alibi":       {},
-	}
-}()
-
 // posOptionNames are the fields names of posenc.Options, in declaration
 // order (the CSV's columns).
 func posOptionNames() []string {
@@ -129,15 +103,17 @@ func posOptionNames() []string {
 }
 
 // resolvedPosOptions returns the resolved position options of model m that
-// its encoding m.Pos reads (all of them for an encoding posOptionsRead does
-// not know), formatted as fields.Field.String.
+// its encoding m.Pos reads (posenc.OptionsOf, derived from the registry;
+// all of them for a name it does not know), formatted as
+// fields.Field.String.
 func resolvedPosOptions(m layers.Config) map[string]string {
 	o := m.PosOpts.Resolve(m.DModel)
 	fs, err := fields.Walk(&o)
 	if err != nil {
 		return nil
 	}
-	read, known := posOptionsRead[m.Pos]
+	read := posenc.OptionsOf(m.Pos)
+	_, known := posenc.InfoOf(m.Pos)
 	out := map[string]string{}
 	for _, f := range fs {
 		if !known || slices.Contains(read, f.Name) {
