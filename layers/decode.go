@@ -37,16 +37,16 @@ type Decoder struct {
 	// the window slides.
 	B, W, Sinks int
 
-	lm     *LM
-	g      *G.ExprGraph
-	p      *graph.Params
-	ids    []int
+	lm  *LM
+	g   *G.ExprGraph
+	p   *graph.Params
+	ids []int
 	// ks, vs are per block [B, W, d], bound to the cache inputs: rows
 	// 0..W-2 the cache, row W-1 the room the step writes its token's key
 	// and value into (KV.Room), moved into the cache by a slide after it.
 	ks, vs []*tensor.Dense
-	mask   *tensor.Dense   // [B, 1, 1, W]; empty cache slots are 0
-	maskv  []float64       // the mask's values, [B, W]
+	mask   *tensor.Dense // [B, 1, 1, W]; empty cache slots are 0
+	maskv  []float64     // the mask's values, [B, W]
 	logits G.Value
 	vm     G.VM
 	filled []int // keys in each sequence's cache, <= W-1

@@ -151,7 +151,7 @@ func Markdown(f *File) string {
 		p.Corpus.MaxUp, p.Corpus.MaxDown)
 	fmt.Fprintf(&b, "Test bits per byte on held-out packages: %s, the same for every encoding; the windows of every length at one anchor end at the same byte (a shorter window is the tail of the %d·L one)", f.Test, p.Factors[len(p.Factors)-1])
 	if seeds > 1 {
-		fmt.Fprintf(&b, "; mean ± sample standard deviation over %d seeds", seeds)
+		fmt.Fprintf(&b, "; mean ± sample standard deviation [95%% t interval of the mean] over %d seeds", seeds)
 	}
 	b.WriteString(".\n\n")
 	fmt.Fprintf(&b, "Corpus: %s.\n\n", strings.ReplaceAll(f.Corpus, "\n", "; "))
@@ -242,7 +242,7 @@ func table(b *strings.Builder, f *File, value func(Row) float64, count func(Row)
 				b.WriteString(" n/a |")
 				notes = append(notes, fmt.Sprintf("%s at %d·L: %s", l, fac, cell.Note))
 			case len(p.Seeds) > 1:
-				fmt.Fprintf(b, " %.4f ± %.4f |", cell.Mean, cell.Std)
+				fmt.Fprintf(b, " %s |", cell.Interval(4))
 			default:
 				fmt.Fprintf(b, " %.4f |", cell.Mean)
 			}
@@ -281,8 +281,8 @@ type errXY struct {
 func (e errXY) YError(i int) (float64, float64) { return e.err[i], e.err[i] }
 
 // Plot draws bpb.png: test bits per byte against the evaluation length
-// (log x axis), one line per encoding (viz.SeriesStyle), error bars of one
-// sample standard deviation over seeds when there are several; two panels
+// (log x axis), one line per encoding (viz.SeriesStyle), error bars of the
+// 95% t interval of the mean over seeds when there are several; two panels
 // (every target of each window, and its last L targets) and the legend on
 // the right, where it hides no point.
 func Plot(f *File, path string) error {
@@ -290,7 +290,7 @@ func Plot(f *File, path string) error {
 	seeds := len(p.Seeds)
 	bars := "one seed: no error bars"
 	if seeds > 1 {
-		bars = fmt.Sprintf("error bars: ± one sample standard deviation over %d seeds", seeds)
+		bars = fmt.Sprintf("error bars: 95%% t interval of the mean over %d seeds", seeds)
 	}
 	panels := []struct {
 		title string
@@ -354,7 +354,8 @@ func panel(f *File, title string, value func(Row) float64) (*plot.Plot, plot.Leg
 				x *= math.Pow(1.015, float64(i)-float64(n-1)/2)
 			}
 			pts.XYs = append(pts.XYs, plotter.XY{X: x, Y: cell.Mean})
-			pts.err = append(pts.err, cell.Std)
+			_, half := cell.Err() // symmetric
+			pts.err = append(pts.err, half)
 		}
 		if len(pts.XYs) == 0 {
 			continue

@@ -80,7 +80,7 @@ func Markdown(p Plan, rows []Row, pending []string) string {
 	fmt.Fprintf(&b, "tested on the held-out split and on %d larger graphs of %d-%d nodes (seed %d). Relations clipped at distance %d; laplacian = %d eigenvectors with random sign flips in training. Seeds %v",
 		p.OOD.Count, p.OOD.MinNodes, p.OOD.MaxNodes, p.OOD.Seed, p.MaxDist, p.LapK, p.Seeds)
 	if seeds > 1 {
-		fmt.Fprintf(&b, "; mean ± sample standard deviation over %d seeds", seeds)
+		fmt.Fprintf(&b, "; mean ± sample standard deviation [95%% t interval of the mean] over %d seeds", seeds)
 	}
 	b.WriteString(".\n\n")
 	sets := p.TestSets()
@@ -92,7 +92,7 @@ func Markdown(p Plan, rows []Row, pending []string) string {
 		case !ok || c.N == 0:
 			return ""
 		case seeds > 1:
-			return fmt.Sprintf("%.*f ± %.*f", prec, c.Mean, prec, c.Std)
+			return c.Interval(prec)
 		}
 		return fmt.Sprintf("%.*f", prec, c.Mean)
 	}
@@ -148,14 +148,14 @@ func Markdown(p Plan, rows []Row, pending []string) string {
 }
 
 // Plot draws accuracy.png: node accuracy per encoding, one bar per test
-// set (trained sizes, larger graphs), error bars of one standard deviation
+// set (trained sizes, larger graphs), error bars of the 95% t interval
 // over seeds when there are several.
 func Plot(p Plan, rows []Row, path string) error {
 	acc, encs := byEncoding(rows, func(r Row) float64 { return 100 * r.Accuracy })
 	pl := plot.New()
 	pl.Title.Text = fmt.Sprintf("Graph study (%s preset): node accuracy on %s by encoding", p.Preset, p.Task.Kind)
 	if n := len(p.Seeds); n > 1 {
-		pl.Title.Text += fmt.Sprintf("\nerror bars: ± one sample standard deviation over %d seeds", n)
+		pl.Title.Text += fmt.Sprintf("\nerror bars: 95%% t interval of the mean over %d seeds", n)
 	}
 	pl.Y.Label.Text = "node accuracy (%)"
 	pl.Y.Min, pl.Y.Max = 0, 120
@@ -170,7 +170,8 @@ func Plot(p Plan, rows []Row, path string) error {
 			vals = append(vals, c.Mean)
 			if c.N > 1 {
 				pts = append(pts, plotter.XY{X: float64(k), Y: c.Mean})
-				errs = append(errs, struct{ Low, High float64 }{c.Std, c.Std})
+				lo, hi := c.Err()
+				errs = append(errs, struct{ Low, High float64 }{lo, hi})
 			}
 		}
 		bars, err := plotter.NewBarChart(vals, w)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/rpe-go/rpe/experiments/stats"
 	"image/color"
 	"math"
 	"os"
@@ -231,7 +232,9 @@ func Markdown(f *File) string {
 	return b.String()
 }
 
-// fmtPM is "m ± s" with prec decimals ("" for NaN; "m" alone for n = 1).
+// fmtPM is "m ± s [lo, hi]" with prec decimals, [lo, hi] the 95% t
+// interval of the mean of n values of sample standard deviation s ("" for
+// NaN; "m" alone for n = 1).
 func fmtPM(mn, sn Num, n, prec int) string {
 	m, s := float64(mn), float64(sn)
 	switch {
@@ -240,7 +243,17 @@ func fmtPM(mn, sn Num, n, prec int) string {
 	case n < 2:
 		return fmt.Sprintf("%+.*f", prec, m)
 	}
-	return fmt.Sprintf("%+.*f ± %.*f", prec, m, prec, s)
+	h := halfWidth(s, n)
+	return fmt.Sprintf("%+.*f ± %.*f [%+.*f, %+.*f]", prec, m, prec, s, prec, m-h, prec, m+h)
+}
+
+// halfWidth is the half-width of the 95% t interval of the mean of n
+// values of sample standard deviation s (0 for n < 2: no interval).
+func halfWidth(s float64, n int) float64 {
+	if n < 2 || math.IsNaN(s) {
+		return 0
+	}
+	return stats.TQuantile(n-1) * s / math.Sqrt(float64(n))
 }
 
 // effectsOf returns the effects of one encoding, remedy and lr.
@@ -271,7 +284,7 @@ func writeSummary(b *strings.Builder, f *File) {
 	rms := p.Remedies()
 	b.WriteString("## Which remedies matter\n\n")
 	b.WriteString("Paired effect of each remedy (runs equal in every other factor and seed): change in validation bits/byte, with remedy minus without " +
-		"(negative: the remedy helps; mean ± sample std over the pairs in which both runs have a validation), then diverged runs with / without the remedy, then the change in loss spikes.\n\n")
+		"(negative: the remedy helps; mean ± sample std [95% t interval] over the pairs in which both runs have a validation), then diverged runs with / without the remedy, then the change in loss spikes.\n\n")
 	for _, lr := range p.LRs {
 		fmt.Fprintf(b, "### lr %g\n\n| encoding |", lr)
 		for _, rm := range rms {
@@ -342,7 +355,7 @@ func GridMarkdown(f *File, encodings ...string) string {
 // every one if encs is empty) and setting, aggregated over seeds.
 func writeGrid(b *strings.Builder, f *File, encs []string) {
 	b.WriteString("## Full grid\n\n")
-	b.WriteString("Per setting, over seeds: runs, diverged runs (at updates), mean loss spikes and grad-norm spikes, largest gradient norm, final train loss and val bits/byte (mean ± std over the runs that trained to the end), " +
+	b.WriteString("Per setting, over seeds: runs, diverged runs (at updates), mean loss spikes and grad-norm spikes, largest gradient norm, final train loss and val bits/byte (mean ± std [95% t interval] over the runs that trained to the end), " +
 		"and the attention monitor's extremes over heads, layers and recorded updates (smallest attention entropy in nats, largest |score|, largest position-term RMS, largest fraction of one-hot queries), and ms per update.\n\n")
 	b.WriteString("| encoding | init std | alpha | clip | lr | runs | diverged | spikes | grad spikes | max grad norm | final train | val | min entropy | max abs score | max pos RMS | max one-hot | ms/update |\n")
 	b.WriteString("|---|---|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
@@ -387,14 +400,10 @@ func writeGrid(b *strings.Builder, f *File, encs []string) {
 		}
 		mean := func(v []float64) float64 { m, _ := study.MeanStd(v); return m }
 		pm := func(v []float64) string {
-			m, s := study.MeanStd(v)
-			switch {
-			case len(v) == 0:
+			if len(v) == 0 {
 				return ""
-			case len(v) == 1:
-				return fmt.Sprintf("%.4f", m)
 			}
-			return fmt.Sprintf("%.4f ± %.4f", m, s)
+			return study.NewCell(v).Interval(4)
 		}
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %g | %d | %s | %.1f | %.1f | %s | %s | %s | %s | %s | %s | %s | %.1f |\n",
 			k.enc, k.init, k.alpha, k.clip, k.lr, len(rs), d, mean(spikes), mean(gspikes), fmtG(maxGN), pm(train), pm(val),
@@ -514,7 +523,7 @@ func PlotEffects(f *File, path string) error {
 	tiles := draw.Tiles{Rows: 1, Cols: len(p.LRs), PadX: vg.Points(6), PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(4)}
 	for li, lr := range p.LRs {
 		pl := plot.New()
-		pl.Title.Text = fmt.Sprintf("Effect of each remedy on val bits/byte at lr %g\n(with minus without; ± 1 s.d. over matched pairs)", lr)
+		pl.Title.Text = fmt.Sprintf("Effect of each remedy on val bits/byte at lr %g\n(with minus without; 95%% t interval over matched pairs)", lr)
 		pl.Title.TextStyle.Font.Size = vg.Points(10)
 		pl.Y.Label.Text = "Δ val bits/byte"
 		pl.Add(plotter.NewGrid())
@@ -534,7 +543,7 @@ func PlotEffects(f *File, path string) error {
 				}
 				off := 0.2 * (float64(ri) - float64(len(rms)-1)/2)
 				pts.XYs = append(pts.XYs, plotter.XY{X: float64(ei) + off, Y: float64(e.ValMean)})
-				pts.err = append(pts.err, float64(e.ValStd))
+				pts.err = append(pts.err, halfWidth(float64(e.ValStd), e.ValN))
 			}
 			if len(pts.XYs) == 0 {
 				continue

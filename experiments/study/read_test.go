@@ -64,7 +64,7 @@ func TestLoadResults(t *testing.T) {
 	}
 	tab := f.Table(ProtocolAll)
 	for _, s := range []string{"64 (1L)", "128 (2L)", "3.100 ± 0.141", "n/a", "rope-pi", "= rope",
-		"mean ± sample standard deviation over 2 seeds"} {
+		"mean ± sample standard deviation (denominator n-1) [95% t interval of the mean] over 2 seeds"} {
 		if !strings.Contains(tab, s) {
 			t.Errorf("table lacks %q:\n%s", s, tab)
 		}

@@ -141,10 +141,8 @@ func fmtCell(c Cell, ok bool, prec int) string {
 		return "pending"
 	case c.NA:
 		return "n/a"
-	case c.N > 1:
-		return fmt.Sprintf("%.*f ± %.*f", prec, c.Mean, prec, c.Std)
 	}
-	return fmt.Sprintf("%.*f", prec, c.Mean)
+	return c.Interval(prec)
 }
 
 // markdown renders table.md.
@@ -253,8 +251,7 @@ func (r *runner) markdown(rows []Row, pending int) string {
 			}
 			return "pending"
 		}
-		c := Cell{N: len(v)}
-		c.Mean, c.Std = MeanStd(v)
+		c := NewCell(v)
 		if c.Mean >= 100 {
 			return fmtCell(c, true, 0)
 		}
@@ -275,8 +272,7 @@ func (r *runner) markdown(rows []Row, pending int) string {
 		if len(v) == 0 {
 			return "pending"
 		}
-		c := Cell{N: len(v)}
-		c.Mean, c.Std = MeanStd(v)
+		c := NewCell(v)
 		return fmtCell(c, true, 0)
 	}
 	for _, e := range p.EvalNames() {
@@ -295,7 +291,7 @@ func (r *runner) markdown(rows []Row, pending int) string {
 // seeds, or a single value for one seed.
 func seedNote(n int) string {
 	if n > 1 {
-		return fmt.Sprintf("Cells: mean ± sample standard deviation over %d seeds (denominator n-1).", n)
+		return fmt.Sprintf("Cells: mean ± sample standard deviation (denominator n-1) [95%% t interval of the mean] over %d seeds.", n)
 	}
 	return "Cells: one seed, single values (no ±)."
 }
@@ -358,7 +354,8 @@ func (e errXY) YError(i int) (float64, float64) { return e.err[i], e.err[i] }
 // every mean beyond L is within flatMargin bits per byte of its mean at L.
 const flatMargin = 0.1
 
-// series is one encoding's curve: means and standard deviations over seeds
+// series is one encoding's curve: means over seeds and the half-widths of
+// their 95% t intervals (std)
 // at the lengths it has a result at.
 type series struct {
 	name  string
@@ -387,7 +384,8 @@ func (r *runner) curves(rows []Row, pr string) []series {
 			if !ok || c.NA || c.N == 0 {
 				continue
 			}
-			s.le, s.mean, s.std = append(s.le, le), append(s.mean, c.Mean), append(s.std, c.Std)
+			_, half := c.Err() // the t interval is symmetric
+			s.le, s.mean, s.std = append(s.le, le), append(s.mean, c.Mean), append(s.std, half)
 		}
 		if len(s.le) > 0 {
 			out = append(out, s)
@@ -473,7 +471,7 @@ func (r *runner) panel(ss []series, title string, seeds int) (*plot.Plot, map[st
 
 // plot draws bits per byte against the evaluation length for protocol pr,
 // one line per encoding in its own style (viz.SeriesStyle: colour, dash
-// pattern and marker), error bars of one sample standard deviation over
+// pattern and marker), error bars of the 95% t interval of the mean over
 // seeds when there are several (the title says so), in two panels: every
 // encoding, and a zoom on those that stay within flatMargin of their value
 // at L, so that they can be told apart; the legend on the right.
@@ -483,7 +481,7 @@ func (r *runner) plot(rows []Row, pr, path string) error {
 	seeds := len(p.Seeds)
 	bars := "one seed: no error bars"
 	if seeds > 1 {
-		bars = fmt.Sprintf("error bars: ± one sample standard deviation over %d seeds", seeds)
+		bars = fmt.Sprintf("error bars: 95%% t interval of the mean over %d seeds", seeds)
 	}
 	ss := r.curves(rows, pr)
 	top, thumbs, err := r.panel(ss, fmt.Sprintf("%s preset: %s\n%s", p.Preset, protocolTitle(pr, L), bars), seeds)

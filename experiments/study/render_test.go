@@ -91,7 +91,7 @@ func TestRenderDescribes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"mean ± sample standard deviation over 2 seeds (denominator n-1)", "| t5@t5-max-distance=8@t5-buckets=8 |",
+	for _, s := range []string{"mean ± sample standard deviation (denominator n-1) [95% t interval of the mean] over 2 seeds", "| t5@t5-max-distance=8@t5-buckets=8 |",
 		"`t5@t5-max-distance=8@t5-buckets=8` is t5 with t5-max-distance = 8 (default 128), t5-buckets = 8 (default 32)"} {
 		if !strings.Contains(string(md), s) {
 			t.Errorf("table.md lacks %q:\n%s", s, md)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
+	"github.com/rpe-go/rpe/experiments/stats"
 	"math"
 	"os"
 	"path/filepath"
@@ -249,8 +251,10 @@ func WriteFileAtomic(path string, data []byte) error {
 // Cell is the aggregate over seeds of one encoding x length x protocol.
 type Cell struct {
 	// Mean and Std (sample standard deviation, 0 for one seed) of the
-	// values of the N seeds with a result.
+	// values of the N seeds with a result, and [Lo, Hi] the 95% Student-t
+	// interval of the mean (stats.Describe; NaN for one seed).
 	Mean, Std float64
+	Lo, Hi    float64
 	N         int
 	// NA is set if the model could not run at this length (Note says why).
 	NA   bool
@@ -305,13 +309,45 @@ func Aggregate[R any, K comparable](rows []R, key func(R) K, na func(R) (bool, s
 		vals[k] = append(vals[k], value(r))
 	}
 	for k, v := range vals {
-		c := out[k]
-		c.NA = false
-		c.N = len(v)
-		c.Mean, c.Std = MeanStd(v)
+		c := NewCell(v)
+		c.Note = out[k].Note
 		out[k] = c
 	}
 	return out
+}
+
+// NewCell summarises the values v of the seeds with a result: mean,
+// sample standard deviation and the 95% t interval of the mean.
+func NewCell(v []float64) Cell {
+	s := stats.Describe(v)
+	return Cell{Mean: s.Mean, Std: s.SD, Lo: s.Lo, Hi: s.Hi, N: s.N}
+}
+
+// Interval formats c with prec decimals as "mean ± sd [lo, hi]" (the
+// sample standard deviation over seeds and the 95% t interval of the
+// mean), or the mean alone for one seed.
+func (c Cell) Interval(prec int) string {
+	if c.N < 2 || math.IsNaN(c.Lo) {
+		return fmt.Sprintf("%.*f", prec, c.Mean)
+	}
+	return fmt.Sprintf("%.*f ± %.*f [%.*f, %.*f]", prec, c.Mean, prec, c.Std, prec, c.Lo, prec, c.Hi)
+}
+
+// Err returns the error bar of c's 95% interval below and above the mean
+// (0, 0 for one seed).
+func (c Cell) Err() (low, high float64) {
+	if c.N < 2 || math.IsNaN(c.Lo) {
+		return 0, 0
+	}
+	return c.Mean - c.Lo, c.Hi - c.Mean
+}
+
+// IntervalNote is the sentence the tables print for cells of n seeds.
+func IntervalNote(n int) string {
+	if n < 2 {
+		return "one seed: no interval"
+	}
+	return fmt.Sprintf("mean ± sample standard deviation [95%% t interval of the mean] over %d seeds", n)
 }
 
 // MeanStd returns the mean and the sample standard deviation (n-1) of v

@@ -371,7 +371,7 @@ func TestAggregate(t *testing.T) {
 	if c := cells[cellKey{"learned", 16, ProtocolAll}]; !c.NA || c.Note != "why" {
 		t.Errorf("learned: %+v, want n/a", c)
 	}
-	if s := fmtCell(cells[cellKey{"none", 8, ProtocolAll}], true, 3); s != "2.000 ± 1.000" {
+	if s := fmtCell(cells[cellKey{"none", 8, ProtocolAll}], true, 3); s != "2.000 ± 1.000 [-0.484, 4.484]" {
 		t.Errorf("cell %q", s)
 	}
 	if _, ok := cells[cellKey{"none", 16, ProtocolAll}]; ok || fmtCell(Cell{}, false, 3) != "pending" {
@@ -393,7 +393,7 @@ func TestSeveralSeeds(t *testing.T) {
 		t.Errorf("%d rows", len(o.Rows))
 	}
 	table, _ := os.ReadFile(filepath.Join(dir, FileTable))
-	if !strings.Contains(string(table), " ± ") || !strings.Contains(string(table), "mean ± sample standard deviation over 2 seeds") {
+	if !strings.Contains(string(table), " ± ") || !strings.Contains(string(table), "[95% t interval of the mean] over 2 seeds") {
 		t.Errorf("table.md:\n%s", table)
 	}
 	for _, pr := range Protocols {

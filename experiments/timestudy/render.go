@@ -167,7 +167,7 @@ func Markdown(f *File) string {
 	fmt.Fprintf(&b, "`index` models get positions 0..T-1; `@time` models get the onsets as real positions (query i at t_i, key i at t_{i-1}). ")
 	fmt.Fprintf(&b, "Scored on %d held-out test sequences (seed %d), the first %s events of each", p.TestSeqs, p.TestSeed, lengthsText(p))
 	if seeds > 1 {
-		fmt.Fprintf(&b, "; mean ± sample standard deviation over %d seeds", seeds)
+		fmt.Fprintf(&b, "; mean ± sample standard deviation [95%% t interval of the mean] over %d seeds", seeds)
 	}
 	b.WriteString(".\n\n")
 	for _, pr := range []struct {
@@ -264,7 +264,7 @@ func table(b *strings.Builder, f *File, value func(Row) float64, pct bool) {
 			case cell.NA:
 				b.WriteString(" n/a |")
 			case len(p.Seeds) > 1:
-				fmt.Fprintf(b, " %.*f ± %.*f |", prec, cell.Mean, prec, cell.Std)
+				fmt.Fprintf(b, " %s |", cell.Interval(prec))
 			default:
 				fmt.Fprintf(b, " %.*f |", prec, cell.Mean)
 			}
@@ -288,7 +288,7 @@ func table(b *strings.Builder, f *File, value func(Row) float64, pct bool) {
 // Plot draws repeats.png: the accuracy on repeated events per encoding,
 // index positions and time positions side by side, one panel per
 // evaluation length, with the chance level; error bars of one sample
-// standard deviation over seeds when there are several.
+// 95% t interval of the mean over seeds when there are several.
 func Plot(f *File, path string) error {
 	p := f.Plan
 	acc, _ := cells(f.Rows, func(r Row) float64 { return 100 * r.RepeatAccuracy })
@@ -310,7 +310,7 @@ func Plot(f *File, path string) error {
 		// Every panel has a two-line title, so that their axes line up.
 		pl.Title.Text = fmt.Sprintf("Time study (%s preset): accuracy on repeated events\nat %d·T = %d events", p.Preset, fac, p.Lengths()[k])
 		if len(p.Seeds) > 1 {
-			pl.Title.Text += fmt.Sprintf(" (error bars: ± 1 s.d. over %d seeds)", len(p.Seeds))
+			pl.Title.Text += fmt.Sprintf(" (error bars: 95%% t interval over %d seeds)", len(p.Seeds))
 		}
 		pl.Title.TextStyle.Font.Size = vg.Points(10)
 		pl.Y.Label.Text = "accuracy on repeated events (%)"
@@ -337,7 +337,8 @@ func Plot(f *File, path string) error {
 					continue
 				}
 				pts.XYs = append(pts.XYs, plotter.XY{X: float64(bi) + 0.18*(float64(si)-0.5), Y: c.Mean})
-				pts.err = append(pts.err, c.Std)
+				_, half := c.Err() // symmetric
+				pts.err = append(pts.err, half)
 			}
 			if len(pts.XYs) == 0 {
 				continue

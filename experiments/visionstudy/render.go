@@ -85,7 +85,7 @@ func Markdown(p Plan, rows []Row, pending []string) string {
 	}
 	fmt.Fprintf(&b, "Accuracy on %s at each resolution", test)
 	if seeds > 1 {
-		fmt.Fprintf(&b, ": mean ± sample standard deviation over %d seeds", seeds)
+		fmt.Fprintf(&b, ": mean ± sample standard deviation [95%% t interval of the mean] over %d seeds", seeds)
 	}
 	b.WriteString(". n/a: the encoding cannot serve the grid (the note says why).\n\n")
 	acc, labels := cells(rows, func(r Row) float64 { return 100 * r.Accuracy })
@@ -116,7 +116,7 @@ func Markdown(p Plan, rows []Row, pending []string) string {
 					notes = append(notes, fmt.Sprintf("%s at %s: %s", l, res.Name, c.Note))
 				}
 			case seeds > 1:
-				fmt.Fprintf(&b, " %.2f ± %.2f |", c.Mean, c.Std)
+				fmt.Fprintf(&b, " %s |", c.Interval(2))
 			default:
 				fmt.Fprintf(&b, " %.2f |", c.Mean)
 			}
@@ -176,14 +176,14 @@ func Markdown(p Plan, rows []Row, pending []string) string {
 }
 
 // Plot draws accuracy.png: one group of bars per encoding, one bar per
-// resolution, error bars of one standard deviation over seeds; n/a cells
+// resolution, error bars of the 95% t interval of the mean over seeds; n/a cells
 // are left empty and marked in the x labels.
 func Plot(p Plan, rows []Row, path string) error {
 	acc, labels := cells(rows, func(r Row) float64 { return 100 * r.Accuracy })
 	pl := plot.New()
 	title := fmt.Sprintf("Vision study (%s preset): MNIST test accuracy by position encoding", p.Preset)
 	if n := len(p.Seeds); n > 1 {
-		title += fmt.Sprintf("\nerror bars: ± one sample standard deviation over %d seeds", n)
+		title += fmt.Sprintf("\nerror bars: 95%% t interval of the mean over %d seeds", n)
 	} else {
 		title += "\none seed: no error bars"
 	}
@@ -201,7 +201,8 @@ func Plot(p Plan, rows []Row, path string) error {
 		for k, l := range labels {
 			c := acc[[2]string{l, res.Name}]
 			if !c.NA && c.N > 0 {
-				vals[k], errs[k].Low, errs[k].High = c.Mean, c.Std, c.Std
+				vals[k] = c.Mean
+				errs[k].Low, errs[k].High = c.Err()
 			}
 		}
 		bars, err := plotter.NewBarChart(vals, w)
