@@ -137,7 +137,7 @@ func parseFlags(args []string) (options, error) {
 	base := benchBase()
 	base.Steps = 20 // -steps: timed steps (updates, or passes with -eval)
 	cf := trainer.BindFlags(fs, &base, posenc.PosLine)
-	// The one default that differs from the training commands' (README):
+	// The one default that differs from the training commands' (docs/encodings.md):
 	// say so where it is printed.
 	fs.Lookup("sinusoidal-scale").Usage = "amplitude of the sinusoidal table: bench's default 1 is the PyTorch reference's unit table " +
 		"(the scale does not change the cost; the training commands' default is 1/√d-model)"

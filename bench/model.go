@@ -17,7 +17,7 @@ import (
 )
 
 // Encodings is the default list of position encodings benchmarked: every
-// trained encoding of posenc, in the README's table order (the RoPE
+// trained encoding of posenc, in the table order of docs/encodings.md (the RoPE
 // scalings cost what rope costs).
 var Encodings = trainable()
 

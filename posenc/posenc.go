@@ -497,7 +497,7 @@ func register(info Info, f factory) {
 }
 
 // tableOrder is the order of Registered: absolute encodings, then relative,
-// then rotary and bias (the README's table), then the evaluation-time
+// then rotary and bias (the table of docs/encodings.md), then the evaluation-time
 // variants. A registered name missing here is listed after them, sorted.
 var tableOrder = []string{
 	"none", "sinusoidal", "learned",

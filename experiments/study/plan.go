@@ -164,7 +164,8 @@ var LongEncodings = []string{"rope", "alibi", "t5", "xl"}
 //     scalings, one seed, 1000 updates of batch 4 x 512 (warm-up 100: the
 //     reference's 2048 tokens per update, half its 2000 updates), the
 //     whole validation split (13 windows of 4096 bytes). Sized to finish
-//     within two hours on a 2-core CPU (README gives the measured time).
+//     within two hours on a 2-core CPU (docs/studies/extrapolation.md gives
+//     the measured time).
 //
 // All evaluate at L, 2L, 4L and 8L (64 ... 512 bytes for quick and full).
 func Preset(name string) (Plan, error) {

@@ -192,7 +192,7 @@ func TestFlagHelp(t *testing.T) {
 	var help bytes.Buffer
 	cf.PrintUsage(&help)
 	if !strings.Contains(help.String(), "default 1/√d-model = 0.08839 at d-model 128") {
-		t.Errorf("the sinusoidal scale's default is not printed as README states it:\n%s", help.String())
+		t.Errorf("the sinusoidal scale's default is not printed as docs/encodings.md states it:\n%s", help.String())
 	}
 	if strings.Contains(fs.Lookup("pos").Usage, "learned-2d") || !strings.Contains(fs.Lookup("pos").Usage, "rope-yarn") {
 		t.Errorf("-pos of a line command: %s", fs.Lookup("pos").Usage)
