@@ -31,22 +31,60 @@ type Spec struct {
 	Dir           stats.Direction
 	Conds         []string          // columns that define a condition
 	Headline      map[string]string // the headline condition
+	// Claims are the comparisons the study's reading makes, each worded
+	// from its paired interval in the summary's last section.
+	Claims []Claim
+}
+
+// Claim is "A against B under condition Cond" (Cond names some of the
+// spec's Conds).
+type Claim struct {
+	A, B string
+	Cond map[string]string
 }
 
 // Specs are the studies the summary covers, in the order it prints them.
 var Specs = []Spec{
 	{Study: "extrapolation", Preset: "full", Page: "studies/extrapolation.md", Metric: "bits_per_byte", Unit: "bits/byte", Scale: 1, Format: "%.4f", Dir: stats.LowerIsBetter,
-		Conds: []string{"protocol", "eval_len"}, Headline: map[string]string{"protocol": "last-L", "eval_len": "512"}},
+		Conds: []string{"protocol", "eval_len"}, Headline: map[string]string{"protocol": "last-L", "eval_len": "512"},
+		Claims: []Claim{
+			{"xl", "alibi", map[string]string{"protocol": "last-L", "eval_len": "512"}},
+			{"shaw", "alibi", map[string]string{"protocol": "last-L", "eval_len": "512"}},
+			{"xl", "alibi", map[string]string{"protocol": "last-L", "eval_len": "64"}},
+			{"alibi", "rope", map[string]string{"protocol": "last-L", "eval_len": "512"}},
+		}},
 	{Study: "extrapolation", Preset: "long", Page: "studies/extrapolation.md", Metric: "bits_per_byte", Unit: "bits/byte", Scale: 1, Format: "%.4f", Dir: stats.LowerIsBetter,
-		Conds: []string{"protocol", "eval_len"}, Headline: map[string]string{"protocol": "last-L", "eval_len": "4096"}},
+		Conds: []string{"protocol", "eval_len"}, Headline: map[string]string{"protocol": "last-L", "eval_len": "4096"},
+		Claims: []Claim{
+			{"alibi", "rope", map[string]string{"protocol": "last-L", "eval_len": "4096"}},
+		}},
 	{Study: "vision", Preset: "full", Page: "studies/vision.md", Metric: "accuracy", Unit: "% accuracy", Scale: 100, Format: "%.2f", Dir: stats.HigherIsBetter,
-		Conds: []string{"resolution", "grid", "eval"}, Headline: map[string]string{"resolution": "28px", "grid": "7x7", "eval": ""}},
+		Conds: []string{"resolution", "grid", "eval"}, Headline: map[string]string{"resolution": "28px", "grid": "7x7", "eval": ""},
+		Claims: []Claim{
+			{"cpe", "learned", map[string]string{"resolution": "28px", "grid": "7x7", "eval": ""}},
+			{"cpe", "rope-mixed", map[string]string{"resolution": "28px", "grid": "7x7", "eval": ""}},
+		}},
 	{Study: "graphs", Preset: "full", Page: "studies/graphs.md", Metric: "accuracy", Unit: "% node accuracy", Scale: 100, Format: "%.2f", Dir: stats.HigherIsBetter,
-		Conds: []string{"test_set"}, Headline: map[string]string{"test_set": "ood"}},
+		Conds: []string{"test_set"}, Headline: map[string]string{"test_set": "ood"},
+		Claims: []Claim{
+			{"graphormer-spatial", "none", map[string]string{"test_set": "test"}},
+			{"graphormer-spatial", "laplacian", map[string]string{"test_set": "ood"}},
+			{"graphormer-spatial+graphormer-centrality", "graphormer-spatial", map[string]string{"test_set": "ood"}},
+		}},
 	{Study: "code", Preset: "full", Page: "studies/code.md", Metric: "bits_per_byte", Unit: "bits/byte", Scale: 1, Format: "%.4f", Dir: stats.LowerIsBetter,
-		Conds: []string{"factor"}, Headline: map[string]string{"factor": "4"}},
+		Conds: []string{"factor"}, Headline: map[string]string{"factor": "4"},
+		Claims: []Claim{
+			{"tree", "none", map[string]string{"factor": "1"}},
+			{"tree+rope", "rope", map[string]string{"factor": "1"}},
+			{"tree+alibi", "alibi", map[string]string{"factor": "1"}},
+			{"rope", "tree", map[string]string{"factor": "1"}},
+		}},
 	{Study: "times", Preset: "full", Page: "studies/time.md", Metric: "repeat_accuracy", Unit: "% repeat accuracy", Scale: 100, Format: "%.2f", Dir: stats.HigherIsBetter,
-		Conds: []string{"factor"}, Headline: map[string]string{"factor": "2"}},
+		Conds: []string{"factor"}, Headline: map[string]string{"factor": "2"},
+		Claims: []Claim{
+			{"rope@time", "rope", map[string]string{"factor": "1"}},
+			{"alibi@time", "alibi", map[string]string{"factor": "1"}},
+		}},
 	{Study: "stability", Preset: "full", Page: "studies/stability.md", Metric: "val_bpb", Unit: "bits/byte", Scale: 1, Format: "%.4f", Dir: stats.LowerIsBetter,
 		Conds: []string{"lr", "clip", "alpha", "init_std"}, Headline: map[string]string{"lr": "0.3", "clip": "off", "alpha": "off", "init_std": "1"}},
 }
@@ -79,6 +117,16 @@ type Result struct {
 	Spec       Spec
 	Conditions []Condition
 	Revs       []string // the git revisions of its rows
+	// Claims are the spec's claims in order, each with the condition it
+	// was found under.
+	Claims []ClaimResult
+}
+
+// ClaimResult is a claim's paired comparison.
+type ClaimResult struct {
+	Claim
+	Label string // the condition
+	Comparison
 }
 
 // Summarise reads spec's CSV under root and computes its conditions.
@@ -201,6 +249,33 @@ func Summarise(root string, spec Spec) (*Result, error) {
 		}
 		res.Conditions = append(res.Conditions, c)
 	}
+	for _, cl := range spec.Claims {
+		i := slices.IndexFunc(res.Conditions, func(c Condition) bool { return c.is(cl.Cond) })
+		if i < 0 {
+			return nil, errors.Errorf("summary: %s (%s): no condition %v for the claim %s vs %s", spec.Study, spec.Preset, cl.Cond, cl.A, cl.B)
+		}
+		c := res.Conditions[i]
+		find := func(e string) (Cell, error) {
+			j := slices.IndexFunc(c.Cells, func(x Cell) bool { return x.Encoding == e })
+			if j < 0 {
+				return Cell{}, errors.Errorf("summary: %s (%s): no %s under %s for a claim", spec.Study, spec.Preset, e, c.label(spec))
+			}
+			return c.Cells[j], nil
+		}
+		a, err := find(cl.A)
+		if err != nil {
+			return nil, err
+		}
+		b, err := find(cl.B)
+		if err != nil {
+			return nil, err
+		}
+		cmp, ok := compare(a, b, spec)
+		if !ok {
+			return nil, errors.Errorf("summary: %s (%s): %s and %s share no seed under %s", spec.Study, spec.Preset, cl.A, cl.B, c.label(spec))
+		}
+		res.Claims = append(res.Claims, ClaimResult{Claim: cl, Label: c.label(spec), Comparison: cmp})
+	}
 	return res, nil
 }
 
@@ -311,6 +386,14 @@ func renderMD(results []*Result) []byte {
 				c.label(r.Spec), best.Encoding, best.Summary.Format(r.Spec.Format), r.Spec.Unit, vs[0], vs[1])
 		}
 	}
+	fmt.Fprintf(&b, "\n## Comparisons the readings make\n\n")
+	fmt.Fprintf(&b, "Each is the paired difference on the same seeds; \"not resolved\" means its 95%% interval contains\nzero, and the reading may not call it a win.\n\n")
+	fmt.Fprintf(&b, "| study | condition | comparison | resolved |\n|---|---|---|---|\n")
+	for _, r := range results {
+		for _, c := range r.Claims {
+			fmt.Fprintf(&b, "| %s (%s) | %s | %s | %s |\n", r.Spec.Study, r.Spec.Preset, c.Label, c.Words, map[bool]string{true: "yes", false: "no"}[c.Diff.Resolved()])
+		}
+	}
 	for _, r := range results {
 		s := r.Spec
 		fmt.Fprintf(&b, "\n## %s (%s preset)\n\n", s.Study, s.Preset)
@@ -356,6 +439,12 @@ func renderCSV(results []*Result) []byte {
 				s := cmp.Diff
 				w.Write([]string{r.Spec.Study, r.Spec.Preset, c.label(r.Spec), "paired difference", cmp.A, cmp.B, r.Spec.Metric, unitOfDiff(r.Spec), strconv.Itoa(s.N), num(s.Mean), num(s.SD), num(s.Lo), num(s.Hi), strconv.FormatBool(s.Resolved())})
 			}
+		}
+	}
+	for _, r := range results {
+		for _, c := range r.Claims {
+			s := c.Diff
+			w.Write([]string{r.Spec.Study, r.Spec.Preset, c.Label, "claim", c.Claim.A, c.Claim.B, r.Spec.Metric, unitOfDiff(r.Spec), strconv.Itoa(s.N), num(s.Mean), num(s.SD), num(s.Lo), num(s.Hi), strconv.FormatBool(s.Resolved())})
 		}
 	}
 	w.Flush()

@@ -99,6 +99,27 @@ func TestSummariseErrors(t *testing.T) {
 	if _, err := Summarise(t.TempDir(), spec); err == nil {
 		t.Error("missing CSV: no error")
 	}
+	// a claim about an encoding or condition the rows do not have
+	body := "encoding,seed,cond,bpb\na,1,x,1\na,2,x,2\nb,1,x,1.5\nb,2,x,2.5\n"
+	for _, c := range []struct {
+		claim Claim
+		want  string
+	}{
+		{Claim{"a", "z", map[string]string{"cond": "x"}}, "no z under cond=x"},
+		{Claim{"a", "b", map[string]string{"cond": "y"}}, "no condition map[cond:y]"},
+	} {
+		sp := spec
+		sp.Claims = []Claim{c.claim}
+		if _, err := Summarise(writeStudy(t, "toy", body), sp); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("claim %+v: error %v, want %q", c.claim, err, c.want)
+		}
+	}
+	sp := spec
+	sp.Claims = []Claim{{"b", "a", map[string]string{"cond": "x"}}}
+	r, err := Summarise(writeStudy(t, "toy", body), sp)
+	if err != nil || len(r.Claims) != 1 || r.Claims[0].Diff.Mean != 0.5 || !strings.Contains(r.Claims[0].Words, "b trails a") {
+		t.Errorf("claim b vs a: %+v, %v", r, err)
+	}
 }
 
 // TestCheckFailsOnDrift changes one committed figure and sees -check fail.
