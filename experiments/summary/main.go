@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/pkg/errors"
 )
@@ -38,6 +39,9 @@ func main() {
 func run(root string, check bool) error {
 	md, csv, err := Build(root)
 	if err != nil {
+		return err
+	}
+	if err := syncDocs(root, check); err != nil {
 		return err
 	}
 	dir := filepath.Join(root, "results", "summary")
@@ -73,4 +77,80 @@ func writeAtomic(path string, b []byte) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// The docs pages embed each study's table between the markers
+// "<!-- summary:STUDY/PRESET -->" and "<!-- /summary -->" (each on its own
+// line); syncDocs rewrites what lies between them, or with check fails if
+// it differs.
+const (
+	markOpen  = "<!-- summary:"
+	markClose = "<!-- /summary -->"
+)
+
+func syncDocs(root string, check bool) error {
+	tables := map[string]string{}
+	for _, s := range Specs {
+		r, err := Summarise(root, s)
+		if err != nil {
+			return err
+		}
+		tables[s.Study+"/"+s.Preset] = StudyTable(r)
+	}
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "studies", "*.md"))
+	if err != nil {
+		return err
+	}
+	for _, page := range pages {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			return err
+		}
+		out, n, err := fillMarkers(string(b), tables)
+		if err != nil {
+			return errors.Wrapf(err, "%s", page)
+		}
+		if n == 0 || out == string(b) {
+			continue
+		}
+		if check {
+			return errors.Errorf("%s: a generated table differs from the committed results: run go run ./experiments/summary", page)
+		}
+		if err := writeAtomic(page, []byte(out)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fillMarkers replaces the text between each pair of markers of doc with
+// its table; n is the number of pairs.
+func fillMarkers(doc string, tables map[string]string) (out string, n int, err error) {
+	var b strings.Builder
+	rest := doc
+	for {
+		i := strings.Index(rest, markOpen)
+		if i < 0 {
+			b.WriteString(rest)
+			return b.String(), n, nil
+		}
+		j := strings.Index(rest[i:], "-->")
+		if j < 0 {
+			return "", n, errors.New("an unclosed summary marker")
+		}
+		key := strings.TrimSpace(rest[i+len(markOpen) : i+j])
+		t, ok := tables[key]
+		if !ok {
+			return "", n, errors.Errorf("summary marker for %q: no such study/preset in experiments/summary's Specs", key)
+		}
+		k := strings.Index(rest[i:], markClose)
+		if k < 0 {
+			return "", n, errors.Errorf("summary marker %q without %s", key, markClose)
+		}
+		b.WriteString(rest[:i+j+3])
+		b.WriteString("\n" + t)
+		b.WriteString(markClose)
+		rest = rest[i+k+len(markClose):]
+		n++
+	}
 }

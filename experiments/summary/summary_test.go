@@ -128,11 +128,28 @@ func TestCheckFailsOnDrift(t *testing.T) {
 	saved := Specs
 	defer func() { Specs = saved }()
 	Specs = []Spec{{Study: "toy", Preset: "full", Page: "x.md", Metric: "bpb", Unit: "bits/byte", Scale: 1, Format: "%.3f", Conds: []string{"cond"}}}
+	page := filepath.Join(root, "docs", "studies", "toy.md")
+	if err := os.MkdirAll(filepath.Dir(page), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(page, []byte("# Toy\n\n<!-- summary:toy/full -->\nstale\n<!-- /summary -->\n\nafter\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(root, true); err == nil || !strings.Contains(err.Error(), "toy.md: a generated table differs") {
+		t.Fatalf("check of a stale docs table: %v", err)
+	}
 	if err := run(root, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := run(root, true); err != nil {
 		t.Fatalf("check right after writing: %v", err)
+	}
+	doc, _ := os.ReadFile(page)
+	if !strings.Contains(string(doc), "| b | 2.000 [-4.353, 8.353] |") || strings.Contains(string(doc), "stale") || !strings.HasSuffix(string(doc), "<!-- /summary -->\n\nafter\n") {
+		t.Errorf("docs page after writing:\n%s", doc)
+	}
+	if _, _, err := fillMarkers("<!-- summary:nope/full -->\n<!-- /summary -->", map[string]string{}); err == nil || !strings.Contains(err.Error(), "nope/full") {
+		t.Errorf("unknown marker: %v", err)
 	}
 	p := filepath.Join(root, "results", "summary", "summary.md")
 	b, _ := os.ReadFile(p)
