@@ -57,6 +57,9 @@ var Specs = []Spec{
 		Conds: []string{"protocol", "eval_len"}, Headline: map[string]string{"protocol": "last-L", "eval_len": "4096"},
 		Claims: []Claim{
 			{"alibi", "rope", map[string]string{"protocol": "last-L", "eval_len": "4096"}},
+			{"alibi", "rope", map[string]string{"protocol": "all", "eval_len": "512"}},
+			{"xl", "alibi", map[string]string{"protocol": "all", "eval_len": "4096"}},
+			{"rope-yarn", "rope", map[string]string{"protocol": "all", "eval_len": "4096"}},
 		}},
 	{Study: "vision", Preset: "full", Page: "studies/vision.md", Metric: "accuracy", Unit: "% accuracy", Scale: 100, Format: "%.2f", Dir: stats.HigherIsBetter,
 		Conds: []string{"resolution", "grid", "eval"}, Headline: map[string]string{"resolution": "28px", "grid": "7x7", "eval": ""},
