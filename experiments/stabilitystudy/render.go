@@ -243,17 +243,8 @@ func fmtPM(mn, sn Num, n, prec int) string {
 	case n < 2:
 		return fmt.Sprintf("%+.*f", prec, m)
 	}
-	h := halfWidth(s, n)
+	h := stats.HalfWidth(s, n)
 	return fmt.Sprintf("%+.*f ± %.*f [%+.*f, %+.*f]", prec, m, prec, s, prec, m-h, prec, m+h)
-}
-
-// halfWidth is the half-width of the 95% t interval of the mean of n
-// values of sample standard deviation s (0 for n < 2: no interval).
-func halfWidth(s float64, n int) float64 {
-	if n < 2 || math.IsNaN(s) {
-		return 0
-	}
-	return stats.TQuantile(n-1) * s / math.Sqrt(float64(n))
 }
 
 // effectsOf returns the effects of one encoding, remedy and lr.
@@ -543,7 +534,7 @@ func PlotEffects(f *File, path string) error {
 				}
 				off := 0.2 * (float64(ri) - float64(len(rms)-1)/2)
 				pts.XYs = append(pts.XYs, plotter.XY{X: float64(ei) + off, Y: float64(e.ValMean)})
-				pts.err = append(pts.err, halfWidth(float64(e.ValStd), e.ValN))
+				pts.err = append(pts.err, stats.HalfWidth(float64(e.ValStd), e.ValN))
 			}
 			if len(pts.XYs) == 0 {
 				continue

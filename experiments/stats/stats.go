@@ -46,9 +46,19 @@ func Describe(xs []float64) Summary {
 		ss += (x - s.Mean) * (x - s.Mean)
 	}
 	s.SD = math.Sqrt(ss / float64(len(xs)-1))
-	half := TQuantile(len(xs)-1) * s.SD / math.Sqrt(float64(len(xs)))
+	half := HalfWidth(s.SD, len(xs))
 	s.Lo, s.Hi = s.Mean-half, s.Mean+half
 	return s
+}
+
+// HalfWidth is the half-width of the 95% t interval of the mean of n
+// values of sample standard deviation sd: t(0.975, n−1)·sd/√n; 0 for
+// n < 2 or a NaN sd (no interval).
+func HalfWidth(sd float64, n int) float64 {
+	if n < 2 || math.IsNaN(sd) {
+		return 0
+	}
+	return TQuantile(n-1) * sd / math.Sqrt(float64(n))
 }
 
 // TQuantile returns the 0.975 quantile of Student's t with df degrees of

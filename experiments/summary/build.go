@@ -346,17 +346,17 @@ func (c Condition) is(m map[string]string) bool {
 	return true
 }
 
-// Build summarises every spec and renders the Markdown page and the CSV.
-func Build(root string) (md, csvOut []byte, err error) {
-	var results []*Result
+// Build summarises every spec and renders the Markdown page and the CSV;
+// it also returns the summaries (for the docs pages' tables).
+func Build(root string) (md, csvOut []byte, results []*Result, err error) {
 	for _, s := range Specs {
 		r, err := Summarise(root, s)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		results = append(results, r)
 	}
-	return renderMD(results), renderCSV(results), nil
+	return renderMD(results), renderCSV(results), results, nil
 }
 
 func renderMD(results []*Result) []byte {

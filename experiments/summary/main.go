@@ -37,11 +37,11 @@ func main() {
 }
 
 func run(root string, check bool) error {
-	md, csv, err := Build(root)
+	md, csv, results, err := Build(root)
 	if err != nil {
 		return err
 	}
-	if err := syncDocs(root, check); err != nil {
+	if err := syncDocs(root, results, check); err != nil {
 		return err
 	}
 	dir := filepath.Join(root, "results", "summary")
@@ -88,14 +88,10 @@ const (
 	markClose = "<!-- /summary -->"
 )
 
-func syncDocs(root string, check bool) error {
+func syncDocs(root string, results []*Result, check bool) error {
 	tables := map[string]string{}
-	for _, s := range Specs {
-		r, err := Summarise(root, s)
-		if err != nil {
-			return err
-		}
-		tables[s.Study+"/"+s.Preset] = StudyTable(r)
+	for _, r := range results {
+		tables[r.Spec.Study+"/"+r.Spec.Preset] = StudyTable(r)
 	}
 	pages, err := filepath.Glob(filepath.Join(root, "docs", "studies", "*.md"))
 	if err != nil {
