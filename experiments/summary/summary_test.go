@@ -148,7 +148,7 @@ func TestCheckFailsOnDrift(t *testing.T) {
 	if !strings.Contains(string(doc), "| b | 2.000 [-4.353, 8.353] |") || strings.Contains(string(doc), "stale") || !strings.HasSuffix(string(doc), "<!-- /summary -->\n\nafter\n") {
 		t.Errorf("docs page after writing:\n%s", doc)
 	}
-	if _, _, err := fillMarkers("<!-- summary:nope/full -->\n<!-- /summary -->", map[string]string{}); err == nil || !strings.Contains(err.Error(), "nope/full") {
+	if _, _, err := fillMarkers("<!-- summary:nope/full -->\n<!-- /summary -->", docLookup(t.TempDir(), nil)); err == nil || !strings.Contains(err.Error(), "nope/full") {
 		t.Errorf("unknown marker: %v", err)
 	}
 	p := filepath.Join(root, "results", "summary", "summary.md")
@@ -158,5 +158,41 @@ func TestCheckFailsOnDrift(t *testing.T) {
 	}
 	if err := run(root, true); err == nil || !strings.Contains(err.Error(), "summary.md differs") {
 		t.Fatalf("check of an edited summary: %v", err)
+	}
+}
+
+// TestIncludeSection embeds a section of a generated file, sees -check fail
+// when the file changes, and names a missing heading.
+func TestIncludeSection(t *testing.T) {
+	root := writeStudy(t, "toy", "encoding,seed,cond,bpb\na,1,x,1\na,2,x,2\n")
+	saved := Specs
+	defer func() { Specs = saved }()
+	Specs = []Spec{{Study: "toy", Preset: "full", Page: "x.md", Metric: "bpb", Unit: "bits/byte", Scale: 1, Format: "%.3f", Conds: []string{"cond"}}}
+	table := filepath.Join(root, "results", "toy", "full", "table.md")
+	if err := os.WriteFile(table, []byte("# Toy\n\n## Effects\n\n| a | +0.10 [+0.01, +0.19] |\n\n## Next\n\nnot this\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	page := filepath.Join(root, "docs", "studies", "toy.md")
+	if err := os.MkdirAll(filepath.Dir(page), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(page, []byte("<!-- summary:include results/toy/full/table.md#Effects -->\n<!-- /summary -->\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(root, false); err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := os.ReadFile(page)
+	if !strings.Contains(string(doc), "| a | +0.10 [+0.01, +0.19] |\n<!-- /summary -->") || strings.Contains(string(doc), "not this") {
+		t.Errorf("page with an included section:\n%s", doc)
+	}
+	if err := os.WriteFile(table, []byte("## Effects\n\n| a | +0.20 [+0.01, +0.39] |\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(root, true); err == nil || !strings.Contains(err.Error(), "generated table differs") {
+		t.Errorf("check after the included file changed: %v", err)
+	}
+	if _, err := includeSection(root, "results/toy/full/table.md#Missing"); err == nil || !strings.Contains(err.Error(), `no heading "## Missing"`) {
+		t.Errorf("missing heading: %v", err)
 	}
 }
