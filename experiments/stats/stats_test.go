@@ -3,6 +3,7 @@ package stats
 import (
 	"math"
 	"math/rand"
+	randv2 "math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -117,5 +118,45 @@ func TestCompare(t *testing.T) {
 	// an interval containing zero is never worded as a win
 	if s := Compare("A", "B", Summary{N: 3, Mean: -0.5, Lo: -1, Hi: 0}, "bits", "%.2f", LowerIsBetter); strings.Contains(s, "beats") {
 		t.Errorf("interval touching zero worded as a win: %s", s)
+	}
+}
+
+// TestResamplerCounts: the resample of right/wrong differences drawn
+// through value counts has the spread of the item-by-item resample, the
+// sampling sd sqrt(var/n) of the mean; a NaN item is refused.
+func TestResamplerCounts(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	items := make([]float64, 2000)
+	for i := range items {
+		items[i] = float64(rng.Intn(3) - 1) // -1, 0, 1
+	}
+	pop := Describe(items)
+	want := pop.SD * math.Sqrt(float64(len(items)-1)/float64(len(items))) / math.Sqrt(float64(len(items)))
+	src := randv2.NewPCG(1, 2)
+	fast := resampler(items, rng, src)
+	var xs []float64
+	for range 20000 {
+		xs = append(xs, fast())
+	}
+	got := Describe(xs)
+	if math.Abs(got.SD-want) > 0.03*want || math.Abs(got.Mean-pop.Mean) > 4*want/math.Sqrt(20000) {
+		t.Errorf("counts resample: mean %.5f sd %.5f, want mean %.5f sd %.5f", got.Mean, got.SD, pop.Mean, want)
+	}
+	// the same items with 17 distinct values take the item path: the same sd
+	wide := append([]float64(nil), items...)
+	for i := range 17 {
+		wide[i] += 1e-9 * float64(i+1)
+	}
+	slow := resampler(wide, rng, src)
+	xs = xs[:0]
+	for range 4000 {
+		xs = append(xs, slow())
+	}
+	if s := Describe(xs).SD; math.Abs(s-want) > 0.06*want {
+		t.Errorf("item resample: sd %.5f, want %.5f", s, want)
+	}
+	nan := [][]float64{append([]float64{math.NaN()}, items[:10]...)}
+	if _, err := PairedBootstrap(nan, 100, rng); err == nil || !strings.Contains(err.Error(), "item 0 is NaN") {
+		t.Errorf("a NaN item: %v", err)
 	}
 }

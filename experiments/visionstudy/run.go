@@ -64,8 +64,12 @@ type Row struct {
 	Params         int     `json:"params"`
 	// PeakHeap and PeakRSS (bytes) are measured while the first batch is
 	// classified at this resolution (study.MeasureMemory).
-	PeakHeap  uint64 `json:"peak_heap_bytes"`
-	PeakRSS   uint64 `json:"peak_rss_bytes"`
+	PeakHeap uint64 `json:"peak_heap_bytes"`
+	PeakRSS  uint64 `json:"peak_rss_bytes"`
+	// Hits holds whether each test image was classified right, in the
+	// order of the test set (study.PackHits): the paired comparisons over
+	// images read it. Not in results.csv.
+	Hits      string `json:"hits,omitempty"`
 	BLAS      string `json:"blas"`
 	GoVersion string `json:"go_version"`
 	GitRev    string `json:"git_rev"`
@@ -258,7 +262,7 @@ func (r *runner) runJob(ctx context.Context, j Job, ckpt, tag string) ([]Row, er
 				}
 				return nil, err
 			}
-			row.Status, row.Accuracy, row.Loss = StatusOK, res.Accuracy, res.Loss
+			row.Status, row.Accuracy, row.Loss, row.Hits = StatusOK, res.Accuracy, res.Loss, study.PackHits(res.Hits)
 			row.EvalMsPerImage = el.Seconds() * 1000 / float64(ds.N)
 			small, _ := images.Subset(ds, min(cfg.EvalBatch, ds.N))
 			mem := study.MeasureMemory(func() { _, _ = Accuracy(p, vit, small, images.Norm{}, cfg.EvalBatch) })

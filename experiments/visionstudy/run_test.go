@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/rpe-go/rpe/experiments/images"
+	"github.com/rpe-go/rpe/experiments/study"
 	"github.com/rpe-go/rpe/experiments/trainer"
 )
 
@@ -91,6 +92,20 @@ func TestRunResumes(t *testing.T) {
 	for _, r := range o.Rows {
 		if r.Status != StatusOK || r.Images != 24 || r.TrainSteps != 6 {
 			t.Fatalf("row %+v", r)
+		}
+		// the per-image outcomes agree with the accuracy
+		hits, err := study.UnpackHits(r.Hits, r.Images)
+		if err != nil {
+			t.Fatalf("%s at %s: %v", r.Encoding, r.Resolution, err)
+		}
+		right := 0
+		for _, h := range hits {
+			if h {
+				right++
+			}
+		}
+		if got := float64(right) / float64(r.Images); got != r.Accuracy {
+			t.Errorf("%s at %s: %d of %d hits, accuracy %v", r.Encoding, r.Resolution, right, r.Images, r.Accuracy)
 		}
 	}
 	o2, err := Run(context.Background(), p, Options{Dir: dir, MNIST: data})

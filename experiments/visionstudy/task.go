@@ -177,6 +177,8 @@ type EvalResult struct {
 	// Accuracy is Correct/Images; Loss the mean cross-entropy in nats.
 	Accuracy, Loss  float64
 	Correct, Images int
+	// Hits[i] reports whether image i of the dataset was classified right.
+	Hits []bool
 	// Rows and Cols are the patch grid the model ran on.
 	Rows, Cols int
 }
@@ -248,6 +250,7 @@ func Accuracy(p *graph.Params, vit layers.ViTConfig, ds *images.Dataset, norm im
 				if best == lab {
 					r.Correct++
 				}
+				r.Hits = append(r.Hits, best == lab)
 				lse := 0.0
 				for _, v := range row {
 					lse += math.Exp(v - mx)
