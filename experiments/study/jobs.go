@@ -189,6 +189,10 @@ func (js *Jobs[S, R]) same(saved, now S) bool {
 	return JSONEqual(saved, now)
 }
 
+// whyOtherConfig is why a job whose saved rows were computed under another
+// spec is pending.
+const whyOtherConfig = "saved rows are of another configuration"
+
 // saved returns job i's saved rows if they were computed under spec now;
 // ok is false if there are none or they are of another spec (why says
 // which).
@@ -205,7 +209,7 @@ func (js *Jobs[S, R]) saved(i int, now S) (rows []R, ok bool, why string, err er
 		return nil, false, "", errors.Wrapf(err, "reading %s (delete it to recompute)", js.RowsPath(i))
 	}
 	if !js.same(jf.Spec, now) {
-		return nil, false, "saved rows are of another configuration", nil
+		return nil, false, whyOtherConfig, nil
 	}
 	// A checkpoint removed after its rows were saved (to render from the
 	// rows alone, or to save space) leaves the rows valid; one that is
@@ -327,16 +331,26 @@ func (js *Jobs[S, R]) run(ctx context.Context, i int, tag string) (reused bool, 
 // and the keys of the others (with " (saved rows are of another
 // configuration)" when that is why).
 func (js *Jobs[S, R]) Collect() (rows []R, pending []string, err error) {
+	rows, pending, _, err = js.collect()
+	return rows, pending, err
+}
+
+// collect is Collect that also lists the jobs whose saved rows are of
+// another configuration.
+func (js *Jobs[S, R]) collect() (rows []R, pending, stale []string, err error) {
 	for i, k := range js.Keys {
 		now, err := js.Spec(i)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		rs, ok, why, err := js.saved(i, now)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if !ok {
+			if why == whyOtherConfig {
+				stale = append(stale, k)
+			}
 			if why != "" {
 				k += " (" + why + ")"
 			}
@@ -345,11 +359,15 @@ func (js *Jobs[S, R]) Collect() (rows []R, pending []string, err error) {
 		}
 		rows = append(rows, rs...)
 	}
-	return rows, pending, nil
+	return rows, pending, stale, nil
 }
 
 // RenderSaved renders the saved rows (Collect, then Render) under the
-// render lock and returns them.
+// render lock and returns them. It refuses, and writes nothing, when a
+// job's saved rows were computed under another configuration than the
+// plan's (another preset, other flags): rendering would replace the
+// tables of those rows by tables without them. Jobs not yet run are
+// listed as pending in the tables.
 func (js *Jobs[S, R]) RenderSaved() ([]R, error) {
 	if err := os.MkdirAll(js.Dir, 0o755); err != nil {
 		return nil, err
@@ -359,9 +377,14 @@ func (js *Jobs[S, R]) RenderSaved() ([]R, error) {
 		return nil, err
 	}
 	defer unlock()
-	rows, pending, err := js.Collect()
+	rows, pending, stale, err := js.collect()
 	if err != nil {
 		return nil, err
+	}
+	if len(stale) > 0 {
+		ex := stale[:min(3, len(stale))]
+		return nil, errors.Errorf("%s: render: the saved rows of %d of %d jobs in %s (%s) were made under another configuration than this plan's; rendering would replace their tables: render with the preset and flags they were run with, or run them again",
+			js.Name, len(stale), len(js.Keys), js.Dir, strings.Join(ex, ", "))
 	}
 	return rows, js.Render(rows, pending)
 }

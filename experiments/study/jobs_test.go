@@ -60,6 +60,10 @@ func TestJobs(t *testing.T) {
 	if len(pending) != 2 || !strings.Contains(pending[0], "another configuration") {
 		t.Fatalf("pending after a spec change: %v", pending)
 	}
+	// rendering under the new spec would drop the saved rows' tables: refused
+	if _, err := js.RenderSaved(); err == nil || !strings.Contains(err.Error(), "the saved rows of 2 of 2 jobs") || len(rendered) != 1 {
+		t.Fatalf("render under another spec: %v (rendered %d times)", err, len(rendered))
+	}
 	if _, ran, _, err := js.Run(context.Background()); err != nil || ran != 2 || runs["a"] != 2 {
 		t.Fatalf("rerun after a spec change: ran %d err %v runs %v", ran, err, runs)
 	}

@@ -17,6 +17,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/rpe-go/rpe/experiments/images"
+	"github.com/rpe-go/rpe/experiments/stats"
 	"github.com/rpe-go/rpe/experiments/study"
 )
 
@@ -131,6 +132,7 @@ func Markdown(p Plan, rows []Row, pending []string) string {
 			fmt.Fprintf(&b, "- %s\n", n)
 		}
 	}
+	b.WriteString(pairedSection(p, rows))
 	b.WriteString("\n## Speed and memory\n\n")
 	fmt.Fprintf(&b, "Training ms per update (a batch of %d images at the training grid), evaluation ms per image, and the peak RSS of the process while one batch of %d images is classified at each resolution (means over seeds; measured as the study ran, so they include whatever else the machine ran).\n\n", p.Base.Batch, p.Base.EvalBatch)
 	b.WriteString("| encoding | params | train ms/update |")
@@ -171,6 +173,79 @@ func Markdown(p Plan, rows []Row, pending []string) string {
 	}
 	if len(pending) > 0 {
 		fmt.Fprintf(&b, "\nNot yet run: %s.\n", strings.Join(pending, ", "))
+	}
+	return b.String()
+}
+
+// pairedSection renders "## Paired comparisons": at each resolution, the
+// encoding of the best mean accuracy against every other, paired on the
+// seeds (t interval) and on seeds and test images (two-level bootstrap
+// over the rows' Hits), worded from the interval over seeds.
+func pairedSection(p Plan, rows []Row) string {
+	scores := map[[2]string]map[int64]study.Scores{} // (label, resolution) -> seed -> scores
+	var order []string
+	for _, r := range rows {
+		if r.Status != StatusOK {
+			continue
+		}
+		k := [2]string{r.label(), r.Resolution}
+		if scores[k] == nil {
+			scores[k] = map[int64]study.Scores{}
+			if !slices.Contains(order, r.label()) {
+				order = append(order, r.label())
+			}
+		}
+		sc := study.Scores{Value: 100 * r.Accuracy}
+		if hits, err := study.UnpackHits(r.Hits, r.Images); err == nil && r.Hits != "" {
+			sc.Items = make([]float64, len(hits))
+			for i, h := range hits {
+				if h {
+					sc.Items[i] = 100
+				}
+			}
+		}
+		scores[k][r.Seed] = sc
+	}
+	if len(p.Seeds) < 2 || len(scores) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\n## Paired comparisons\n\n")
+	fmt.Fprintf(&b, "At each resolution, the encoding with the best mean accuracy (A) against every other (B): the difference A − B in accuracy points, paired on the seeds (mean [95%% t interval] of the per-seed differences) and on the seeds and test images (mean [95%% percentile interval] of a two-level bootstrap, %d replications, seeds then images resampled). The reading is worded from the interval over seeds: a difference whose interval contains zero is not resolved.\n\n", study.BootstrapReps)
+	b.WriteString("| resolution | A | B | A − B, over seeds | over seeds and images | reading |\n|---|---|---|---:|---:|---|\n")
+	mean := func(m map[int64]study.Scores) float64 {
+		var s float64
+		for _, v := range m {
+			s += v.Value
+		}
+		return s / float64(len(m))
+	}
+	for _, res := range p.Resolutions {
+		best := ""
+		for _, l := range order {
+			if m := scores[[2]string{l, res.Name}]; m != nil && (best == "" || mean(m) > mean(scores[[2]string{best, res.Name}])) {
+				best = l
+			}
+		}
+		if best == "" {
+			continue
+		}
+		for _, l := range order {
+			m := scores[[2]string{l, res.Name}]
+			if l == best || m == nil {
+				continue
+			}
+			d, ok := study.Pair(scores[[2]string{best, res.Name}], m)
+			if !ok {
+				continue
+			}
+			items := "—"
+			if d.Items.N > 0 {
+				items = fmt.Sprintf("%+.2f [%+.2f, %+.2f]", d.Items.Mean, d.Items.Lo, d.Items.Hi)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %+.2f [%+.2f, %+.2f] | %s | %s |\n", res.Name, best, l, d.Seeds.Mean, d.Seeds.Lo, d.Seeds.Hi, items,
+				stats.Compare(best, l, d.Seeds, "points", "%.2f", stats.HigherIsBetter))
+		}
 	}
 	return b.String()
 }
