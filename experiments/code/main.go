@@ -24,8 +24,6 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"io"
 	"os"
 
@@ -57,20 +55,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return c.Usage(err)
 	}
 	jobs, _ := p.Jobs()
-	opt := codestudy.Options{Dir: c.Out, Src: *src, Fresh: c.Fresh, Redo: c.Redo, Progress: stderr, Log: stdout, SaveEvery: c.SaveEvery}
-	if opt.Dir == "" {
-		opt.Dir = codestudy.DefaultDir(p.Preset)
-	}
-	return c.Execute(p.Preset, study.Actions{Keys: study.KeysOf(jobs), Dir: opt.Dir, Table: codestudy.FileTable,
-		Render: func() error { _, err := codestudy.Render(p, opt); return err },
-		Job:    func(ctx context.Context, n int) error { return codestudy.RunJob(ctx, p, opt, n) },
-		All: func(ctx context.Context) (string, error) {
-			o, err := codestudy.Run(ctx, p, opt)
-			if err != nil {
-				return "", err
-			}
-			return fmt.Sprintf("%d models trained, %d reused, in %s; corpus loaded in %s, %d files skipped (did not parse)",
-				o.Trained, o.Reused, o.Wall.Round(1e9), o.CorpusLoad.Round(1e6), o.Skipped), nil
-		},
-	})
+	p.Src = *src
+	opt := c.RunOptions(codestudy.DefaultDir(p.Preset))
+	return study.ExecuteStudy(c, p.Preset, p, study.KeysOf(jobs), opt, codestudy.FileTable, codestudy.Run, codestudy.RunJob, codestudy.Render)
 }

@@ -82,7 +82,7 @@ func tinyPlan(encs ...string) Plan {
 // returns the runner, the plan's first job, its configuration and task.
 func firstTask(t *testing.T, p Plan, src, dir string) (*runner, Job, trainer.Config, *Task) {
 	t.Helper()
-	r, err := newRunner(p, Options{Dir: dir, Src: src})
+	r, err := newRunner(withSrc(p, src), Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,4 +99,10 @@ func firstTask(t *testing.T, p Plan, src, dir string) (*runner, Job, trainer.Con
 		t.Fatal(err)
 	}
 	return r, jobs[0], cfg, task
+}
+
+// withSrc is p reading its corpus from src.
+func withSrc(p Plan, src string) Plan {
+	p.Src = src
+	return p
 }

@@ -40,6 +40,10 @@ type Plan struct {
 	ValWindows, TestWindows int
 	// WindowSeed seeds the draw of the validation and test windows.
 	WindowSeed uint64
+	// Src is the source root of the corpus ("": gocode.DefaultRoot(),
+	// GOROOT/src). The corpus's hash, not this path, decides whether
+	// saved rows are reused.
+	Src string `json:",omitempty"`
 }
 
 // Encodings are the encodings of the study: the 1-D baselines t5, alibi

@@ -3,7 +3,6 @@ package codestudy
 import (
 	"context"
 	"fmt"
-	"io"
 	"path/filepath"
 	"time"
 
@@ -12,25 +11,10 @@ import (
 	"github.com/rpe-go/rpe/experiments/gocode"
 	"github.com/rpe-go/rpe/experiments/study"
 	"github.com/rpe-go/rpe/experiments/trainer"
-	"github.com/rpe-go/rpe/posenc"
 )
 
-// Options configures Run.
-type Options struct {
-	// Dir is the output directory (DefaultDir(preset) if "").
-	Dir string
-	// Src is the source root ("" : gocode.DefaultRoot(), GOROOT/src).
-	Src string
-	// Fresh retrains and re-evaluates every model, ignoring saved work.
-	Fresh bool
-	// Redo lists the encodings (job labels) retrained and re-evaluated,
-	// the others being reused (study.Jobs.Redo).
-	Redo []string
-	// Progress receives progress bars, Log messages (nil: discarded).
-	Progress, Log io.Writer
-	// SaveEvery saves checkpoints every SaveEvery updates (default 100).
-	SaveEvery int
-}
+// Options configures Run (study.RunOptions).
+type Options = study.RunOptions
 
 // DefaultDir is runs/code/<preset>.
 func DefaultDir(preset string) string { return filepath.Join("runs", "code", preset) }
@@ -97,6 +81,12 @@ type Outcome struct {
 	CorpusLoad time.Duration
 }
 
+// String is the one-line summary of a run.
+func (o *Outcome) String() string {
+	return fmt.Sprintf("%d models trained, %d reused, in %s; corpus loaded in %s, %d files skipped (did not parse)",
+		o.Trained, o.Reused, o.Wall.Round(time.Second), o.CorpusLoad.Round(time.Millisecond), o.Skipped)
+}
+
 type runner struct {
 	plan     Plan
 	opt      Options
@@ -104,30 +94,20 @@ type runner struct {
 	val      []Anchor
 	test     []Anchor
 	load     time.Duration
-	logw     io.Writer
 	hash     string
 	testDesc string
 }
 
-func (r *runner) logf(format string, args ...any) { fmt.Fprintf(r.logw, format, args...) }
+func (r *runner) logf(format string, args ...any) { r.opt.Logf(format, args...) }
 
 // newRunner checks the plan, loads the corpus and draws the windows.
 func newRunner(p Plan, opt Options) (*runner, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if opt.Dir == "" {
-		opt.Dir = DefaultDir(p.Preset)
-	}
-	if opt.SaveEvery == 0 {
-		opt.SaveEvery = 100
-	}
-	r := &runner{plan: p, opt: opt, logw: opt.Log}
-	if r.logw == nil {
-		r.logw = io.Discard
-	}
+	r := &runner{plan: p, opt: opt.WithDefaults(DefaultDir(p.Preset))}
 	t0 := time.Now()
-	c, err := gocode.LoadCorpus(opt.Src, p.Corpus)
+	c, err := gocode.LoadCorpus(p.Src, p.Corpus)
 	if err != nil {
 		return nil, err
 	}
@@ -153,11 +133,8 @@ func (r *runner) spec(cfg trainer.Config) spec {
 }
 
 // sameSpec reports whether saved rows were computed under the spec of this
-// run (configurations compared resolved).
-func sameSpec(saved, now spec) bool {
-	saved.Config, now.Config = saved.Config.Resolved(), now.Config.Resolved()
-	return study.JSONEqual(saved, now)
-}
+// run (study.SameConfig).
+var sameSpec = study.SameConfig(func(s *spec) *trainer.Config { return &s.Config })
 
 // jobs is the plan's jobs for the shared runner (study.Jobs).
 func (r *runner) jobs() (*study.Jobs[spec, Row], []Job, error) {
@@ -169,9 +146,7 @@ func (r *runner) jobs() (*study.Jobs[spec, Row], []Job, error) {
 		cfg, err := r.plan.Config(j)
 		return r.spec(cfg), err
 	}
-	js := study.NewJobs("code", r.opt.Dir, r.opt.Fresh, r.logw, jobs, spec, sameSpec, r.runJob, r.render)
-	js.Redo = r.opt.Redo
-	return js, jobs, nil
+	return study.NewStudyJobs("code", r.opt, jobs, spec, sameSpec, r.runJob, r.render), jobs, nil
 }
 
 // open returns the runner of a plan and its jobs.
@@ -182,6 +157,14 @@ func open(p Plan, opt Options) (*runner, *study.Jobs[spec, Row], []Job, error) {
 	}
 	js, jobs, err := r.jobs()
 	return r, js, jobs, err
+}
+
+// opener opens the jobs of a plan (study.Opener: Run, RunJob, Render).
+func opener(p Plan, opt Options) study.Opener[spec, Row] {
+	return func() (*study.Jobs[spec, Row], error) {
+		_, js, _, err := open(p, opt)
+		return js, err
+	}
 }
 
 // Run trains and evaluates every model of the plan that has no saved rows
@@ -205,21 +188,11 @@ func Run(ctx context.Context, p Plan, opt Options) (*Outcome, error) {
 
 // RunJob runs job n (0-based, as Plan.Jobs lists them) without rendering.
 func RunJob(ctx context.Context, p Plan, opt Options, n int) error {
-	_, js, _, err := open(p, opt)
-	if err != nil {
-		return err
-	}
-	return js.RunJob(ctx, n)
+	return opener(p, opt).RunJob(ctx, n)
 }
 
 // Render rewrites the tables and plot from the saved rows.
-func Render(p Plan, opt Options) ([]Row, error) {
-	_, js, _, err := open(p, opt)
-	if err != nil {
-		return nil, err
-	}
-	return js.RenderSaved()
-}
+func Render(p Plan, opt Options) ([]Row, error) { return opener(p, opt).Render() }
 
 // runJob trains (or resumes, from ckpt) and evaluates one model.
 func (r *runner) runJob(ctx context.Context, j Job, ckpt, tag string) ([]Row, error) {
@@ -231,46 +204,34 @@ func (r *runner) runJob(ctx context.Context, j Job, ckpt, tag string) ([]Row, er
 	if err != nil {
 		return nil, err
 	}
-	r.logf("%s training %s (%d updates)\n", tag, j.Key(), cfg.Steps)
-	sum, err := trainer.RunTask(ctx, cfg, task, trainer.RunOptions{Ckpt: ckpt, Fresh: r.opt.Fresh,
-		SaveEvery: r.opt.SaveEvery, Progress: r.opt.Progress, Log: r.logw})
+	p, tr, err := study.TrainModel(ctx, cfg, task, ckpt, j.Key(), tag, r.opt)
 	if err != nil {
 		return nil, err
 	}
-	p, _, err := trainer.LoadTaskModel(ckpt, task)
-	if err != nil {
-		return nil, err
-	}
-	base := Row{Preset: r.plan.Preset, Encoding: j.Variant.Label(), Seed: j.Seed, TrainLen: r.plan.TrainLen(), TrainSteps: sum.Steps,
-		ValBPB: sum.Val.Value, Params: p.Count(), Skipped: r.corpus.Skipped}
-	base.TrainMsPerStep, base.TrainLoss = study.TrainMs(ckpt), study.LastLoss(ckpt)
-	prov := trainer.Provenance()
+	base := Row{Preset: r.plan.Preset, Encoding: j.Variant.Label(), Seed: j.Seed, TrainLen: r.plan.TrainLen(), TrainSteps: tr.Steps,
+		ValBPB: tr.Val, Params: tr.Params, Skipped: r.corpus.Skipped}
+	base.TrainMsPerStep, base.TrainLoss = tr.MsPerStep, tr.LastLoss
+	prov := tr.Provenance
 	base.BLAS, base.GoVersion, base.GitRev, base.GitDirty = prov.BLAS, prov.GoVersion, prov.GitRev, prov.Dirty
-	var rows []Row
-	for i, le := range r.plan.Lengths() {
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("%w (%w)", trainer.ErrInterrupted, err)
-		}
+	lengths := r.plan.Lengths()
+	return study.EvalEach(ctx, len(lengths), func(i int) (Row, error) {
 		row := base
-		row.Factor, row.EvalLen = r.plan.Factors[i], le
+		row.Factor, row.EvalLen = r.plan.Factors[i], lengths[i]
 		t0 := time.Now()
-		res, err := Evaluate(p, r.test, task.EvalSpec(le))
-		el := time.Since(t0)
+		res, err := Evaluate(p, r.test, task.EvalSpec(lengths[i]))
 		if err != nil {
-			if errors.Is(err, posenc.ErrBeyondTable) {
-				row.Status, row.Note = StatusNA, err.Error()
-				rows = append(rows, row)
-				r.logf("%s %s at length %d: n/a (%v)\n", tag, j.Key(), le, err)
-				continue
-			}
-			return nil, err
+			return row, err
 		}
 		row.Status, row.BitsPerByte, row.BitsPerByteLast = StatusOK, res.BitsPerByte, res.BitsPerByteLast
 		row.Windows, row.Targets, row.TargetsLast = res.Windows, res.Targets, res.TargetsLast
-		row.EvalMsPerByte = el.Seconds() * 1000 / float64(res.Targets)
-		rows = append(rows, row)
+		row.EvalMsPerByte = time.Since(t0).Seconds() * 1000 / float64(res.Targets)
 		r.logf("%s %s at length %d (%dL): %.4f bits/byte over %d windows (%d bytes), last %d: %.4f\n",
-			tag, j.Key(), le, row.Factor, row.BitsPerByte, row.Windows, row.Targets, row.TrainLen, row.BitsPerByteLast)
-	}
-	return rows, nil
+			tag, j.Key(), row.EvalLen, row.Factor, row.BitsPerByte, row.Windows, row.Targets, row.TrainLen, row.BitsPerByteLast)
+		return row, nil
+	}, func(i int, err error) Row {
+		row := base
+		row.Factor, row.EvalLen, row.Status, row.Note = r.plan.Factors[i], lengths[i], StatusNA, err.Error()
+		r.logf("%s %s at length %d: n/a (%v)\n", tag, j.Key(), lengths[i], err)
+		return row
+	})
 }

@@ -25,7 +25,7 @@ func TestRunResumes(t *testing.T) {
 	p := tinyPlan(testEncodings...)
 	dir := t.TempDir()
 	var log strings.Builder
-	o, err := Run(context.Background(), p, Options{Dir: dir, Src: src, Log: &log})
+	o, err := Run(context.Background(), withSrc(p, src), Options{Dir: dir, Log: &log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,14 +65,14 @@ func TestRunResumes(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, FilePlot)); err != nil {
 		t.Error(err)
 	}
-	o2, err := Run(context.Background(), p, Options{Dir: dir, Src: src})
+	o2, err := Run(context.Background(), withSrc(p, src), Options{Dir: dir})
 	if err != nil || o2.Reused != 2 || o2.Trained != 0 {
 		t.Fatalf("second run: %+v, %v", o2, err)
 	}
 
 	// The trained tree bias, per head (u up, d down).
 	jobs, _ := p.Jobs()
-	params, cfg, corpus, err := LoadModel(p, Options{Dir: dir, Src: src}, jobs[1])
+	params, cfg, corpus, err := LoadModel(withSrc(p, src), Options{Dir: dir}, jobs[1])
 	if err != nil || corpus.Skipped != 1 || cfg.Model.Pos != "tree+rope" || params.Count() != o.Rows[3].Params {
 		t.Fatalf("LoadModel: %v, %v", cfg.Model.Pos, err)
 	}
@@ -87,7 +87,7 @@ func TestRunResumes(t *testing.T) {
 	if _, err := TreeBias(params, cfg, 1); err == nil {
 		t.Error("tree bias of a second block of a one-block model")
 	}
-	rope, ropeCfg, _, err := LoadModel(p, Options{Dir: dir, Src: src}, jobs[0])
+	rope, ropeCfg, _, err := LoadModel(withSrc(p, src), Options{Dir: dir}, jobs[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestRunResumes(t *testing.T) {
 	for _, name := range []string{FileTable, FileCSV, FileJSON, FilePlot} {
 		os.Remove(filepath.Join(dir, name))
 	}
-	rows, err := Render(p, Options{Dir: dir, Src: src})
+	rows, err := Render(withSrc(p, src), Options{Dir: dir})
 	if err != nil || len(rows) != 6 {
 		t.Fatalf("render: %d rows, %v", len(rows), err)
 	}
@@ -132,7 +132,7 @@ func TestRunResumes(t *testing.T) {
 	if !errors.Is(err, trainer.ErrInterrupted) {
 		t.Fatalf("interrupt: %v", err)
 	}
-	o3, err := Run(context.Background(), p1, Options{Dir: dir2, Src: src})
+	o3, err := Run(context.Background(), withSrc(p1, src), Options{Dir: dir2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,16 +171,16 @@ func TestTaskConfigRefused(t *testing.T) {
 func TestBadInput(t *testing.T) {
 	empty := t.TempDir()
 	os.WriteFile(filepath.Join(empty, "notes.txt"), []byte("no Go here"), 0o644)
-	if _, err := Run(context.Background(), tinyPlan("none"), Options{Dir: t.TempDir(), Src: empty}); err == nil || !strings.Contains(err.Error(), "no Go files under") {
+	if _, err := Run(context.Background(), withSrc(tinyPlan("none"), empty), Options{Dir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "no Go files under") {
 		t.Errorf("empty source dir: %v", err)
 	}
-	if _, err := Run(context.Background(), tinyPlan("none"), Options{Dir: t.TempDir(), Src: filepath.Join(empty, "missing")}); err == nil || !strings.Contains(err.Error(), "source root") {
+	if _, err := Run(context.Background(), withSrc(tinyPlan("none"), filepath.Join(empty, "missing")), Options{Dir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "source root") {
 		t.Errorf("missing source dir: %v", err)
 	}
 	// Test files too short for the longest window.
 	long := tinyPlan("none")
 	long.Factors = []int{1, 2, 64}
-	if _, err := Run(context.Background(), long, Options{Dir: t.TempDir(), Src: writeSrc(t)}); err == nil || !strings.Contains(err.Error(), "test windows") {
+	if _, err := Run(context.Background(), withSrc(long, writeSrc(t)), Options{Dir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "test windows") {
 		t.Errorf("windows longer than every file: %v", err)
 	}
 	for _, c := range []struct {
@@ -287,7 +287,7 @@ func TestNewTaskErrors(t *testing.T) {
 			t.Errorf("%s: %v, want an error containing %q", c.name, err, c.want)
 		}
 	}
-	if err := RunJob(context.Background(), p, Options{Dir: t.TempDir(), Src: src}, 1); err == nil || !strings.Contains(err.Error(), "job 1 does not exist") {
+	if err := RunJob(context.Background(), withSrc(p, src), Options{Dir: t.TempDir()}, 1); err == nil || !strings.Contains(err.Error(), "job 1 does not exist") {
 		t.Errorf("job 1 of 1: %v", err)
 	}
 }

@@ -22,7 +22,6 @@
 package main
 
 import (
-	"context"
 	"io"
 	"os"
 
@@ -53,19 +52,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return c.Usage(err)
 	}
 	jobs, _ := p.Jobs()
-	opt := graphstudy.Options{Dir: c.Out, Fresh: c.Fresh, Redo: c.Redo, Progress: stderr, Log: stdout, SaveEvery: c.SaveEvery}
-	if opt.Dir == "" {
-		opt.Dir = graphstudy.DefaultDir(p.Preset)
-	}
-	return c.Execute(p.Preset, study.Actions{Keys: study.KeysOf(jobs), Dir: opt.Dir, Table: graphstudy.FileTable,
-		Render: func() error { _, err := graphstudy.Render(p, opt); return err },
-		Job:    func(ctx context.Context, n int) error { return graphstudy.RunJob(ctx, p, opt, n) },
-		All: func(ctx context.Context) (string, error) {
-			o, err := graphstudy.Run(ctx, p, opt)
-			if err != nil {
-				return "", err
-			}
-			return o.String(), nil
-		},
-	})
+	opt := c.RunOptions(graphstudy.DefaultDir(p.Preset))
+	return study.ExecuteStudy(c, p.Preset, p, study.KeysOf(jobs), opt, graphstudy.FileTable, graphstudy.Run, graphstudy.RunJob, graphstudy.Render)
 }

@@ -3,7 +3,6 @@ package graphstudy
 import (
 	"context"
 	"fmt"
-	"io"
 	"path/filepath"
 	"time"
 
@@ -14,20 +13,8 @@ import (
 	"github.com/rpe-go/rpe/layers"
 )
 
-// Options configures Run.
-type Options struct {
-	// Dir is the output directory (DefaultDir(preset) if "").
-	Dir string
-	// Fresh retrains and re-evaluates every model, ignoring saved work.
-	Fresh bool
-	// Redo lists the encodings (job labels) retrained and re-evaluated,
-	// the others being reused (study.Jobs.Redo).
-	Redo []string
-	// Progress receives progress bars, Log messages (nil: discarded).
-	Progress, Log io.Writer
-	// SaveEvery saves checkpoints every SaveEvery updates (default 100).
-	SaveEvery int
-}
+// Options configures Run (study.RunOptions).
+type Options = study.RunOptions
 
 // DefaultDir is runs/graphs/<preset>.
 func DefaultDir(preset string) string { return filepath.Join("runs", "graphs", preset) }
@@ -83,10 +70,9 @@ type runner struct {
 	opt                   Options
 	train, val, test, ood *graphdata.Dataset
 	cache                 *graphdata.DistanceCache
-	logw                  io.Writer
 }
 
-func (r *runner) logf(format string, args ...any) { fmt.Fprintf(r.logw, format, args...) }
+func (r *runner) logf(format string, args ...any) { r.opt.Logf(format, args...) }
 
 // Datasets generates the plan's data: the training, validation and test
 // splits of Task and the out-of-distribution graphs of OOD.
@@ -109,16 +95,7 @@ func newRunner(p Plan, opt Options) (*runner, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if opt.Dir == "" {
-		opt.Dir = DefaultDir(p.Preset)
-	}
-	if opt.SaveEvery == 0 {
-		opt.SaveEvery = 100
-	}
-	r := &runner{plan: p, opt: opt, logw: opt.Log, cache: new(graphdata.DistanceCache)}
-	if r.logw == nil {
-		r.logw = io.Discard
-	}
+	r := &runner{plan: p, opt: opt.WithDefaults(DefaultDir(p.Preset)), cache: new(graphdata.DistanceCache)}
 	var err error
 	if r.train, r.val, r.test, r.ood, err = p.Datasets(); err != nil {
 		return nil, err
@@ -138,11 +115,8 @@ func (r *runner) data(lapK int) Data {
 }
 
 // sameSpec reports whether saved rows were computed under the spec of this
-// run (configurations compared resolved).
-func sameSpec(saved, now spec) bool {
-	saved.Config, now.Config = saved.Config.Resolved(), now.Config.Resolved()
-	return study.JSONEqual(saved, now)
-}
+// run (study.SameConfig).
+var sameSpec = study.SameConfig(func(s *spec) *trainer.Config { return &s.Config })
 
 // jobs is the plan's jobs for the shared runner (study.Jobs).
 func (r *runner) jobs() (*study.Jobs[spec, Row], []Job, error) {
@@ -154,9 +128,7 @@ func (r *runner) jobs() (*study.Jobs[spec, Row], []Job, error) {
 		cfg, lapK, err := r.plan.Config(j)
 		return r.spec(cfg, lapK), err
 	}
-	js := study.NewJobs("graphs", r.opt.Dir, r.opt.Fresh, r.logw, jobs, spec, sameSpec, r.runJob, r.render)
-	js.Redo = r.opt.Redo
-	return js, jobs, nil
+	return study.NewStudyJobs("graphs", r.opt, jobs, spec, sameSpec, r.runJob, r.render), jobs, nil
 }
 
 // Run trains and evaluates every model of the plan that has no saved rows
@@ -164,31 +136,15 @@ func (r *runner) jobs() (*study.Jobs[spec, Row], []Job, error) {
 // results.csv, results.json, table.md and accuracy.png under the output
 // directory. A finished study only re-renders. A cancelled ctx stops after
 // saving the current checkpoint; the error wraps trainer.ErrInterrupted.
-func Run(ctx context.Context, p Plan, opt Options) (*Outcome, error) {
-	_, js, _, err := open(p, opt)
-	if err != nil {
-		return nil, err
-	}
-	return js.RunAll(ctx)
-}
+func Run(ctx context.Context, p Plan, opt Options) (*Outcome, error) { return opener(p, opt).Run(ctx) }
 
 // RunJob runs job n (0-based, as Plan.Jobs lists them) without rendering.
 func RunJob(ctx context.Context, p Plan, opt Options, n int) error {
-	_, js, _, err := open(p, opt)
-	if err != nil {
-		return err
-	}
-	return js.RunJob(ctx, n)
+	return opener(p, opt).RunJob(ctx, n)
 }
 
 // Render rewrites the tables and plots from the saved rows.
-func Render(p Plan, opt Options) ([]Row, error) {
-	_, js, _, err := open(p, opt)
-	if err != nil {
-		return nil, err
-	}
-	return js.RenderSaved()
-}
+func Render(p Plan, opt Options) ([]Row, error) { return opener(p, opt).Render() }
 
 // open returns the runner of a plan and its jobs.
 func open(p Plan, opt Options) (*runner, *study.Jobs[spec, Row], []Job, error) {
@@ -198,6 +154,14 @@ func open(p Plan, opt Options) (*runner, *study.Jobs[spec, Row], []Job, error) {
 	}
 	js, jobs, err := r.jobs()
 	return r, js, jobs, err
+}
+
+// opener opens the jobs of a plan (study.Opener: Run, RunJob, Render).
+func opener(p Plan, opt Options) study.Opener[spec, Row] {
+	return func() (*study.Jobs[spec, Row], error) {
+		_, js, _, err := open(p, opt)
+		return js, err
+	}
 }
 
 // runJob trains (or resumes, from ckpt) and evaluates one model.
@@ -210,19 +174,13 @@ func (r *runner) runJob(ctx context.Context, j Job, ckpt, tag string) ([]Row, er
 	if err != nil {
 		return nil, err
 	}
-	r.logf("%s training %s (%d updates)\n", tag, j.Key(), cfg.Steps)
-	sum, err := trainer.RunTask(ctx, cfg, task, trainer.RunOptions{Ckpt: ckpt, Fresh: r.opt.Fresh,
-		SaveEvery: r.opt.SaveEvery, Progress: r.opt.Progress, Log: r.logw})
+	p, tr, err := study.TrainModel(ctx, cfg, task, ckpt, j.Key(), tag, r.opt)
 	if err != nil {
 		return nil, err
 	}
-	p, _, err := trainer.LoadTaskModel(ckpt, task)
-	if err != nil {
-		return nil, err
-	}
-	base := Row{Preset: r.plan.Preset, Encoding: j.Variant.Label(), Seed: j.Seed, TrainSteps: sum.Steps,
-		TrainMsPerStep: study.TrainMs(ckpt), TrainLoss: study.LastLoss(ckpt), ValAccuracy: sum.Val.Value, Params: p.Count()}
-	prov := trainer.Provenance()
+	base := Row{Preset: r.plan.Preset, Encoding: j.Variant.Label(), Seed: j.Seed, TrainSteps: tr.Steps,
+		TrainMsPerStep: tr.MsPerStep, TrainLoss: tr.LastLoss, ValAccuracy: tr.Val, Params: tr.Params}
+	prov := tr.Provenance
 	base.BLAS, base.GoVersion, base.GitRev, base.GitDirty = prov.BLAS, prov.GoVersion, prov.GitRev, prov.Dirty
 	var rows []Row
 	for _, ts := range r.plan.TestSets() {

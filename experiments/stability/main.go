@@ -25,7 +25,6 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -72,19 +71,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return c.Usage(err)
 	}
 	jobs, _ := p.Jobs()
-	opt := stabilitystudy.Options{Dir: c.Out, Fresh: c.Fresh, Redo: c.Redo, Progress: stderr, Log: stdout}
-	if opt.Dir == "" {
-		opt.Dir = stabilitystudy.DefaultDir(p.Preset)
-	}
-	return c.Execute(p.Preset, study.Actions{Keys: study.KeysOf(jobs), Dir: opt.Dir, Table: stabilitystudy.FileTable,
-		Render: func() error { _, err := stabilitystudy.Render(p, opt); return err },
-		Job:    func(ctx context.Context, n int) error { return stabilitystudy.RunJob(ctx, p, opt, n) },
-		All: func(ctx context.Context) (string, error) {
-			o, err := stabilitystudy.Run(ctx, p, opt)
-			if err != nil {
-				return "", err
-			}
-			return o.String(), nil
-		},
-	})
+	opt := c.RunOptions(stabilitystudy.DefaultDir(p.Preset))
+	opt.SaveEvery = 0 // the plan's (the preset's 50, or -save-every) decides
+	return study.ExecuteStudy(c, p.Preset, p, study.KeysOf(jobs), opt, stabilitystudy.FileTable, stabilitystudy.Run, stabilitystudy.RunJob, stabilitystudy.Render)
 }

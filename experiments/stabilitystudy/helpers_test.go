@@ -34,3 +34,9 @@ func tinyCorpus(t testing.TB) *trainer.Corpus {
 	}
 	return c
 }
+
+// withCorpus is p training on c.
+func withCorpus(p Plan, c *trainer.Corpus) Plan {
+	p.Corpus = c
+	return p
+}

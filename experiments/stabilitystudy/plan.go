@@ -43,8 +43,13 @@ type Plan struct {
 	LRs []float64
 	// MonitorEvery is trainer.RunOptions.MonitorEvery of every run.
 	MonitorEvery int
-	// SaveEvery saves a checkpoint every SaveEvery updates.
+	// SaveEvery saves a checkpoint every SaveEvery updates (Options.SaveEvery,
+	// when not 0, instead).
 	SaveEvery int
+	// Corpus is the text the LMs train on (nil: trainer.LoadCorpus of the
+	// default, Newton's Opticks). Its hash, in every job's spec, decides
+	// whether saved rows are reused.
+	Corpus *trainer.Corpus `json:"-"`
 }
 
 // Baselines are trained on the lr x clip axes only: they have no position

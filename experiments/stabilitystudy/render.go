@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/rpe-go/rpe/experiments/stats"
 	"image/color"
 	"math"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/rpe-go/rpe/experiments/stats"
 
 	"github.com/pkg/errors"
 	"gonum.org/v1/plot"

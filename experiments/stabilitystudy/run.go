@@ -3,7 +3,6 @@ package stabilitystudy
 import (
 	"context"
 	"fmt"
-	"io"
 	"math"
 	"path/filepath"
 	"strconv"
@@ -14,21 +13,9 @@ import (
 	"github.com/rpe-go/rpe/experiments/trainer"
 )
 
-// Options configures Run.
-type Options struct {
-	// Dir is the output directory (DefaultDir(preset) if "").
-	Dir string
-	// Corpus is the text the LMs train on (nil: trainer.LoadCorpus of the
-	// default, Newton's Opticks).
-	Corpus *trainer.Corpus
-	// Fresh retrains every run, ignoring saved work.
-	Fresh bool
-	// Redo lists the encodings (job labels) retrained and re-evaluated,
-	// the others being reused (study.Jobs.Redo).
-	Redo []string
-	// Progress receives progress bars, Log messages (nil: discarded).
-	Progress, Log io.Writer
-}
+// Options configures Run (study.RunOptions); SaveEvery, when not 0,
+// replaces the plan's.
+type Options = study.RunOptions
 
 // DefaultDir is runs/stability/<preset>.
 func DefaultDir(preset string) string { return filepath.Join("runs", "stability", preset) }
@@ -191,23 +178,19 @@ type runner struct {
 	plan   Plan
 	opt    Options
 	corpus *trainer.Corpus
-	logw   io.Writer
 }
 
-func (r *runner) logf(format string, args ...any) { fmt.Fprintf(r.logw, format, args...) }
+func (r *runner) logf(format string, args ...any) { r.opt.Logf(format, args...) }
 
 // newRunner checks the plan and loads the corpus.
 func newRunner(p Plan, opt Options) (*runner, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if opt.Dir == "" {
-		opt.Dir = DefaultDir(p.Preset)
+	if opt.SaveEvery == 0 {
+		opt.SaveEvery = p.SaveEvery
 	}
-	r := &runner{plan: p, opt: opt, corpus: opt.Corpus, logw: opt.Log}
-	if r.logw == nil {
-		r.logw = io.Discard
-	}
+	r := &runner{plan: p, opt: opt.WithDefaults(DefaultDir(p.Preset)), corpus: p.Corpus}
 	if r.corpus == nil {
 		c, err := trainer.LoadCorpus("")
 		if err != nil {
@@ -222,11 +205,8 @@ func newRunner(p Plan, opt Options) (*runner, error) {
 }
 
 // sameSpec reports whether saved rows were computed under the spec of this
-// run (configurations compared resolved).
-func sameSpec(saved, now spec) bool {
-	saved.Config, now.Config = saved.Config.Resolved(), now.Config.Resolved()
-	return study.JSONEqual(saved, now)
-}
+// run (study.SameConfig).
+var sameSpec = study.SameConfig(func(s *spec) *trainer.Config { return &s.Config })
 
 // jobs is the plan's jobs for the shared runner (study.Jobs).
 func (r *runner) jobs() (*study.Jobs[spec, Row], []Job, error) {
@@ -238,9 +218,7 @@ func (r *runner) jobs() (*study.Jobs[spec, Row], []Job, error) {
 		cfg, err := r.plan.Config(j)
 		return spec{Config: cfg.Resolved(), Corpus: r.corpus.Hash(), MonitorEvery: r.plan.MonitorEvery}, err
 	}
-	js := study.NewJobs("stability", r.opt.Dir, r.opt.Fresh, r.logw, jobs, sp, sameSpec, r.runJob, r.render)
-	js.Redo = r.opt.Redo
-	return js, jobs, nil
+	return study.NewStudyJobs("stability", r.opt, jobs, sp, sameSpec, r.runJob, r.render), jobs, nil
 }
 
 // open returns the runner of a plan and its jobs.
@@ -253,36 +231,30 @@ func open(p Plan, opt Options) (*runner, *study.Jobs[spec, Row], error) {
 	return r, js, err
 }
 
+// opener opens the jobs of a plan (study.Opener: Run, RunJob, Render).
+func opener(p Plan, opt Options) study.Opener[spec, Row] {
+	return func() (*study.Jobs[spec, Row], error) {
+		_, js, err := open(p, opt)
+		return js, err
+	}
+}
+
 // Run trains every run of the plan that has no saved row (resuming
 // interrupted trainings from their checkpoints), then writes the outputs
 // (results.csv, results.json, table.md and the figures) under the output
 // directory. A finished study only re-renders. A cancelled ctx stops after
 // saving the current checkpoint; the error wraps trainer.ErrInterrupted.
 func Run(ctx context.Context, p Plan, opt Options) (*study.JobsOutcome[Row], error) {
-	_, js, err := open(p, opt)
-	if err != nil {
-		return nil, err
-	}
-	return js.RunAll(ctx)
+	return opener(p, opt).Run(ctx)
 }
 
 // RunJob runs job n (0-based, as Plan.Jobs lists them) without rendering.
 func RunJob(ctx context.Context, p Plan, opt Options, n int) error {
-	_, js, err := open(p, opt)
-	if err != nil {
-		return err
-	}
-	return js.RunJob(ctx, n)
+	return opener(p, opt).RunJob(ctx, n)
 }
 
 // Render rewrites the outputs from the saved rows.
-func Render(p Plan, opt Options) ([]Row, error) {
-	_, js, err := open(p, opt)
-	if err != nil {
-		return nil, err
-	}
-	return js.RenderSaved()
-}
+func Render(p Plan, opt Options) ([]Row, error) { return opener(p, opt).Render() }
 
 // runJob trains (or resumes, from ckpt) one run and measures it. A run
 // that fails on a non-finite update gives a diverged row (its checkpoint
@@ -297,7 +269,7 @@ func (r *runner) runJob(ctx context.Context, j Job, ckpt, tag string) ([]Row, er
 		return nil, err
 	}
 	r.logf("%s training %s (%d updates)\n", tag, j.Key(), cfg.Steps)
-	ro := trainer.RunOptions{Ckpt: ckpt, Fresh: r.opt.Fresh, SaveEvery: r.plan.SaveEvery, Progress: r.opt.Progress, Log: r.logw}
+	ro := trainer.RunOptions{Ckpt: ckpt, Fresh: r.opt.Fresh, SaveEvery: r.opt.SaveEvery, Progress: r.opt.Progress, Log: r.opt.Log}
 	setMonitor(&ro, r.plan.MonitorEvery)
 	row := Row{Preset: r.plan.Preset, Encoding: j.Encoding, Base: j.Variant.Base, InitStd: j.InitName(), Alpha: j.Alpha,
 		Clip: j.ClipName(), LR: j.LR, Seed: j.Seed, Status: StatusOK, Val: Num(math.NaN())}

@@ -26,7 +26,7 @@ func TestRunResumes(t *testing.T) {
 	dir := t.TempDir()
 	c := tinyCorpus(t)
 	var log strings.Builder
-	o, err := Run(context.Background(), p, Options{Dir: dir, Corpus: c, Log: &log})
+	o, err := Run(context.Background(), withCorpus(p, c), Options{Dir: dir, Log: &log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestRunResumes(t *testing.T) {
 	if err != nil || len(f.Rows) != 10 || f.Rows[0].Loss != nil || len(f.Effects) != 2*3 || f.Unstable == "" {
 		t.Fatalf("results.json: %+v, %v", f, err)
 	}
-	o2, err := Run(context.Background(), p, Options{Dir: dir, Corpus: c})
+	o2, err := Run(context.Background(), withCorpus(p, c), Options{Dir: dir})
 	if err != nil || o2.Reused != 10 || o2.Trained != 0 {
 		t.Fatalf("second run: %+v, %v", o2, err)
 	}
@@ -83,7 +83,7 @@ func TestRunResumes(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(dir, "models")); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := Render(p, Options{Dir: dir, Corpus: c})
+	rows, err := Render(withCorpus(p, c), Options{Dir: dir})
 	if err != nil || len(rows) != 10 {
 		t.Fatalf("render: %d rows, %v", len(rows), err)
 	}
@@ -98,7 +98,7 @@ func TestRunResumes(t *testing.T) {
 	dir2 := t.TempDir()
 	p1 := p
 	p1.Encodings = []string{"none"}
-	r, js, err := open(p1, Options{Dir: dir2, Corpus: c})
+	r, js, err := open(withCorpus(p1, c), Options{Dir: dir2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestRunResumes(t *testing.T) {
 		t.Fatalf("interrupt: %v", err)
 	}
 	var log3 strings.Builder
-	o3, err := Run(context.Background(), p1, Options{Dir: dir2, Corpus: c, Log: &log3})
+	o3, err := Run(context.Background(), withCorpus(p1, c), Options{Dir: dir2, Log: &log3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestDiverged(t *testing.T) {
 	p.Base.Warmup, p.Base.Dtype, p.SaveEvery = 1, tensor.Float32, 1 // warm-up 1: the full lr from update 1
 	dir := t.TempDir()
 	c := tinyCorpus(t)
-	o, err := Run(context.Background(), p, Options{Dir: dir, Corpus: c})
+	o, err := Run(context.Background(), withCorpus(p, c), Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestDiverged(t *testing.T) {
 	if !strings.Contains(string(table), fmt.Sprintf("| none | n/a | n/a | off | 1e+20 | 1 | 1 (%d) |", r.DivergedStep)) {
 		t.Errorf("table:\n%s", table)
 	}
-	o2, err := Run(context.Background(), p, Options{Dir: dir, Corpus: c})
+	o2, err := Run(context.Background(), withCorpus(p, c), Options{Dir: dir})
 	if err != nil || o2.Reused != 1 {
 		t.Fatalf("second run: %+v, %v", o2, err)
 	}

@@ -229,3 +229,33 @@ func (c *Command) checkRedo(keys []string) error {
 	}
 	return nil
 }
+
+// RunOptions are the run options of the common flags: -out (dir if not
+// given), -fresh, -redo and -save-every, with progress bars to the
+// command's stderr and log lines to its stdout.
+func (c *Command) RunOptions(dir string) RunOptions {
+	o := RunOptions{Dir: c.Out, Fresh: c.Fresh, Redo: c.Redo, Progress: c.stderr, Log: c.stdout, SaveEvery: c.SaveEvery}
+	if o.Dir == "" {
+		o.Dir = dir
+	}
+	return o
+}
+
+// ExecuteStudy is Execute for a study package of trained models, through
+// its entry points run, runJob and render on plan p with options opt: the
+// jobs are keys, the table printed is table (of opt.Dir).
+func ExecuteStudy[P any, O fmt.Stringer, R any](c *Command, preset string, p P, keys []string, opt RunOptions, table string,
+	run func(context.Context, P, RunOptions) (O, error), runJob func(context.Context, P, RunOptions, int) error,
+	render func(P, RunOptions) ([]R, error)) int {
+	return c.Execute(preset, Actions{Keys: keys, Dir: opt.Dir, Table: table,
+		Render: func() error { _, err := render(p, opt); return err },
+		Job:    func(ctx context.Context, n int) error { return runJob(ctx, p, opt, n) },
+		All: func(ctx context.Context) (string, error) {
+			o, err := run(ctx, p, opt)
+			if err != nil {
+				return "", err
+			}
+			return o.String(), nil
+		},
+	})
+}

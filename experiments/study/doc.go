@@ -1,7 +1,38 @@
-// Package study is the length-extrapolation study of this project: the
-// source documents' headline experiment (train at L, evaluate at 2L, 4L, 8L)
-// as a reproducible, resumable run. The command experiments/extrapolation is
-// a thin wrapper around Run.
+// Package study is the one study framework of this project, and the
+// length-extrapolation study built on it: the source documents' headline
+// experiment (train at L, evaluate at 2L, 4L, 8L) as a reproducible,
+// resumable run. The command experiments/extrapolation is a thin wrapper
+// around Run.
+//
+// # The framework: plan, jobs, run, persist, aggregate, render, read
+//
+// Every study of trained models (visionstudy, graphstudy, codestudy,
+// timestudy, stabilitystudy) keeps only its specifics: its plan and
+// presets (the grid of encodings x seeds x conditions), its task and model
+// builder, its metric and its tables. The rest is here:
+//
+//   - Jobs: one job per trained model with a stable key and index (the
+//     Slurm array index, -job N), resume from checkpoints, a lock per job,
+//     the job's rows saved with its spec and checkpoint SHA-256 and reused
+//     only while both hold (NewStudyJobs builds it from RunOptions;
+//     SameConfig compares specs with resolved engine configurations).
+//     RenderSaved refuses, writing nothing, when saved rows were made
+//     under another configuration than the plan's.
+//   - TrainModel trains a job through the engine and returns what every
+//     row records of its model (Trained: updates, ms per update, loss,
+//     validation, size, provenance: BLAS, Go version, git revision from the
+//     build or git describe); EvalEach scores it under each condition,
+//     turning an encoding's posenc.ErrBeyondTable into an n/a row.
+//   - Opener gives a study package its Run, RunJob and Render;
+//     Command and ExecuteStudy give its command the common flags, the exit
+//     statuses and the -jobs/-job/-render actions.
+//   - Cells and Cell aggregate a metric over seeds with its 95% t interval
+//     (package stats); Pair gives the paired difference of two encodings
+//     over seeds and, from per-item scores (PackHits, UnpackHits), over
+//     seeds and items (a two-level bootstrap); stats.Compare words it.
+//   - WriteOutputs writes results.csv, results.json, table.md and the
+//     plots atomically; experiments/summary aggregates the committed
+//     results of every study and writes the docs' tables.
 //
 // # Plan
 //

@@ -24,7 +24,6 @@
 package main
 
 import (
-	"context"
 	"io"
 	"os"
 
@@ -55,19 +54,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return c.Usage(err)
 	}
 	jobs, _ := p.Jobs()
-	opt := timestudy.Options{Dir: c.Out, Fresh: c.Fresh, Redo: c.Redo, Progress: stderr, Log: stdout, SaveEvery: c.SaveEvery}
-	if opt.Dir == "" {
-		opt.Dir = timestudy.DefaultDir(p.Preset)
-	}
-	return c.Execute(p.Preset, study.Actions{Keys: study.KeysOf(jobs), Dir: opt.Dir, Table: timestudy.FileTable,
-		Render: func() error { _, err := timestudy.Render(p, opt); return err },
-		Job:    func(ctx context.Context, n int) error { return timestudy.RunJob(ctx, p, opt, n) },
-		All: func(ctx context.Context) (string, error) {
-			o, err := timestudy.Run(ctx, p, opt)
-			if err != nil {
-				return "", err
-			}
-			return o.String(), nil
-		},
-	})
+	opt := c.RunOptions(timestudy.DefaultDir(p.Preset))
+	return study.ExecuteStudy(c, p.Preset, p, study.KeysOf(jobs), opt, timestudy.FileTable, timestudy.Run, timestudy.RunJob, timestudy.Render)
 }

@@ -2,8 +2,6 @@ package timestudy
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"path/filepath"
 	"time"
 
@@ -11,23 +9,10 @@ import (
 
 	"github.com/rpe-go/rpe/experiments/study"
 	"github.com/rpe-go/rpe/experiments/trainer"
-	"github.com/rpe-go/rpe/posenc"
 )
 
-// Options configures Run.
-type Options struct {
-	// Dir is the output directory (DefaultDir(preset) if "").
-	Dir string
-	// Fresh retrains and re-evaluates every model, ignoring saved work.
-	Fresh bool
-	// Redo lists the encodings (job labels) retrained and re-evaluated,
-	// the others being reused (study.Jobs.Redo).
-	Redo []string
-	// Progress receives progress bars, Log messages (nil: discarded).
-	Progress, Log io.Writer
-	// SaveEvery saves checkpoints every SaveEvery updates (default 100).
-	SaveEvery int
-}
+// Options configures Run (study.RunOptions).
+type Options = study.RunOptions
 
 // DefaultDir is runs/times/<preset>.
 func DefaultDir(preset string) string { return filepath.Join("runs", "times", preset) }
@@ -92,26 +77,16 @@ type runner struct {
 	plan      Plan
 	opt       Options
 	val, test []Sequence
-	logw      io.Writer
 }
 
-func (r *runner) logf(format string, args ...any) { fmt.Fprintf(r.logw, format, args...) }
+func (r *runner) logf(format string, args ...any) { r.opt.Logf(format, args...) }
 
 // newRunner checks the plan and draws the validation and test sequences.
 func newRunner(p Plan, opt Options) (*runner, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if opt.Dir == "" {
-		opt.Dir = DefaultDir(p.Preset)
-	}
-	if opt.SaveEvery == 0 {
-		opt.SaveEvery = 100
-	}
-	r := &runner{plan: p, opt: opt, logw: opt.Log}
-	if r.logw == nil {
-		r.logw = io.Discard
-	}
+	r := &runner{plan: p, opt: opt.WithDefaults(DefaultDir(p.Preset))}
 	var err error
 	if r.val, err = Set(p.Seqs, p.ValSeed, p.ValSeqs, p.TrainLen()); err != nil {
 		return nil, errors.WithMessage(err, "times: validation sequences")
@@ -129,11 +104,8 @@ func (r *runner) spec(cfg trainer.Config, time bool) spec {
 }
 
 // sameSpec reports whether saved rows were computed under the spec of this
-// run (configurations compared resolved).
-func sameSpec(saved, now spec) bool {
-	saved.Config, now.Config = saved.Config.Resolved(), now.Config.Resolved()
-	return study.JSONEqual(saved, now)
-}
+// run (study.SameConfig).
+var sameSpec = study.SameConfig(func(s *spec) *trainer.Config { return &s.Config })
 
 // jobs is the plan's jobs for the shared runner (study.Jobs).
 func (r *runner) jobs() (*study.Jobs[spec, Row], []Job, error) {
@@ -145,9 +117,7 @@ func (r *runner) jobs() (*study.Jobs[spec, Row], []Job, error) {
 		cfg, err := r.plan.Config(j)
 		return r.spec(cfg, j.Time), err
 	}
-	js := study.NewJobs("times", r.opt.Dir, r.opt.Fresh, r.logw, jobs, spec, sameSpec, r.runJob, r.render)
-	js.Redo = r.opt.Redo
-	return js, jobs, nil
+	return study.NewStudyJobs("times", r.opt, jobs, spec, sameSpec, r.runJob, r.render), jobs, nil
 }
 
 // open returns the runner of a plan and its jobs.
@@ -160,36 +130,30 @@ func open(p Plan, opt Options) (*runner, *study.Jobs[spec, Row], error) {
 	return r, js, err
 }
 
+// opener opens the jobs of a plan (study.Opener: Run, RunJob, Render).
+func opener(p Plan, opt Options) study.Opener[spec, Row] {
+	return func() (*study.Jobs[spec, Row], error) {
+		_, js, err := open(p, opt)
+		return js, err
+	}
+}
+
 // Run trains and evaluates every model of the plan that has no saved rows
 // (resuming interrupted trainings from their checkpoints), then writes
 // results.csv, results.json, table.md and repeats.png under the output
 // directory. A finished study only re-renders. A cancelled ctx stops after
 // saving the current checkpoint; the error wraps trainer.ErrInterrupted.
 func Run(ctx context.Context, p Plan, opt Options) (*study.JobsOutcome[Row], error) {
-	_, js, err := open(p, opt)
-	if err != nil {
-		return nil, err
-	}
-	return js.RunAll(ctx)
+	return opener(p, opt).Run(ctx)
 }
 
 // RunJob runs job n (0-based, as Plan.Jobs lists them) without rendering.
 func RunJob(ctx context.Context, p Plan, opt Options, n int) error {
-	_, js, err := open(p, opt)
-	if err != nil {
-		return err
-	}
-	return js.RunJob(ctx, n)
+	return opener(p, opt).RunJob(ctx, n)
 }
 
 // Render rewrites the tables and plot from the saved rows.
-func Render(p Plan, opt Options) ([]Row, error) {
-	_, js, err := open(p, opt)
-	if err != nil {
-		return nil, err
-	}
-	return js.RenderSaved()
-}
+func Render(p Plan, opt Options) ([]Row, error) { return opener(p, opt).Render() }
 
 // newTask is the task of job j.
 func (r *runner) newTask(j Job) (*Task, trainer.Config, error) {
@@ -207,47 +171,35 @@ func (r *runner) runJob(ctx context.Context, j Job, ckpt, tag string) ([]Row, er
 	if err != nil {
 		return nil, err
 	}
-	r.logf("%s training %s (%d updates)\n", tag, j.Key(), cfg.Steps)
-	sum, err := trainer.RunTask(ctx, cfg, task, trainer.RunOptions{Ckpt: ckpt, Fresh: r.opt.Fresh,
-		SaveEvery: r.opt.SaveEvery, Progress: r.opt.Progress, Log: r.logw})
-	if err != nil {
-		return nil, err
-	}
-	p, _, err := trainer.LoadTaskModel(ckpt, task)
+	p, tr, err := study.TrainModel(ctx, cfg, task, ckpt, j.Key(), tag, r.opt)
 	if err != nil {
 		return nil, err
 	}
 	base := Row{Preset: r.plan.Preset, Encoding: j.Label(), Base: j.Variant.Base, Positions: positionsName(j.Time), Seed: j.Seed,
-		TrainLen: r.plan.TrainLen(), TrainSteps: sum.Steps, ValRepeatAcc: sum.Val.Value, Params: p.Count()}
-	base.TrainMsPerStep, base.TrainLoss = study.TrainMs(ckpt), study.LastLoss(ckpt)
-	prov := trainer.Provenance()
+		TrainLen: r.plan.TrainLen(), TrainSteps: tr.Steps, ValRepeatAcc: tr.Val, Params: tr.Params}
+	base.TrainMsPerStep, base.TrainLoss = tr.MsPerStep, tr.LastLoss
+	prov := tr.Provenance
 	base.BLAS, base.GoVersion, base.GitRev, base.GitDirty = prov.BLAS, prov.GoVersion, prov.GitRev, prov.Dirty
-	var rows []Row
-	for i, le := range r.plan.Lengths() {
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("%w (%w)", trainer.ErrInterrupted, err)
-		}
+	lengths := r.plan.Lengths()
+	return study.EvalEach(ctx, len(lengths), func(i int) (Row, error) {
 		row := base
-		row.Factor, row.EvalLen = r.plan.Factors[i], le
+		row.Factor, row.EvalLen = r.plan.Factors[i], lengths[i]
 		t0 := time.Now()
-		res, err := Evaluate(p, r.test, task.EvalSpec(le))
-		el := time.Since(t0)
+		res, err := Evaluate(p, r.test, task.EvalSpec(lengths[i]))
 		if err != nil {
-			if errors.Is(err, posenc.ErrBeyondTable) {
-				row.Status, row.Note = StatusNA, err.Error()
-				rows = append(rows, row)
-				r.logf("%s %s at %d events: n/a (%v)\n", tag, j.Key(), le, err)
-				continue
-			}
-			return nil, err
+			return row, err
 		}
 		row.Status = StatusOK
 		row.RepeatAccuracy, row.RepeatBits, row.Bits, row.NewBits = res.RepeatAccuracy, res.RepeatBits, res.Bits, res.NewBits
 		row.Sequences, row.Events, row.Repeats = res.Sequences, res.Events, res.Repeats
-		row.EvalMsPerEvent = el.Seconds() * 1000 / float64(res.Events)
-		rows = append(rows, row)
+		row.EvalMsPerEvent = time.Since(t0).Seconds() * 1000 / float64(res.Events)
 		r.logf("%s %s at %d events (%dT): repeat accuracy %.4f, %.4f bits on repeats, %.4f bits/event\n",
-			tag, j.Key(), le, row.Factor, row.RepeatAccuracy, row.RepeatBits, row.Bits)
-	}
-	return rows, nil
+			tag, j.Key(), row.EvalLen, row.Factor, row.RepeatAccuracy, row.RepeatBits, row.Bits)
+		return row, nil
+	}, func(i int, err error) Row {
+		row := base
+		row.Factor, row.EvalLen, row.Status, row.Note = r.plan.Factors[i], lengths[i], StatusNA, err.Error()
+		r.logf("%s %s at %d events: n/a (%v)\n", tag, j.Key(), lengths[i], err)
+		return row
+	})
 }

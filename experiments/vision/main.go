@@ -22,7 +22,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -68,20 +67,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := p.Validate(); err != nil {
 		return c.Usage(err)
 	}
+	p.MNIST = *mnist
 	jobs, _ := p.Jobs()
-	opt := visionstudy.Options{Dir: c.Out, MNIST: *mnist, Fresh: c.Fresh, Redo: c.Redo, Progress: stderr, Log: stdout, SaveEvery: c.SaveEvery}
-	if opt.Dir == "" {
-		opt.Dir = visionstudy.DefaultDir(p.Preset)
-	}
-	return c.Execute(p.Preset, study.Actions{Keys: study.KeysOf(jobs), Dir: opt.Dir, Table: visionstudy.FileTable,
-		Render: func() error { _, err := visionstudy.Render(p, opt); return err },
-		Job:    func(ctx context.Context, n int) error { return visionstudy.RunJob(ctx, p, opt, n) },
-		All: func(ctx context.Context) (string, error) {
-			o, err := visionstudy.Run(ctx, p, opt)
-			if err != nil {
-				return "", err
-			}
-			return o.String(), nil
-		},
-	})
+	opt := c.RunOptions(visionstudy.DefaultDir(p.Preset))
+	return study.ExecuteStudy(c, p.Preset, p, study.KeysOf(jobs), opt, visionstudy.FileTable, visionstudy.Run, visionstudy.RunJob, visionstudy.Render)
 }

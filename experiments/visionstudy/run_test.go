@@ -71,8 +71,9 @@ func TestRunResumes(t *testing.T) {
 	data := t.TempDir()
 	writeSynthMNIST(t, data, 64, 24)
 	p := tinyPlan("none", "learned")
+	p.MNIST = data
 	dir := t.TempDir()
-	o, err := Run(context.Background(), p, Options{Dir: dir, MNIST: data})
+	o, err := Run(context.Background(), p, Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func TestRunResumes(t *testing.T) {
 			t.Errorf("%s at %s: %d of %d hits, accuracy %v", r.Encoding, r.Resolution, right, r.Images, r.Accuracy)
 		}
 	}
-	o2, err := Run(context.Background(), p, Options{Dir: dir, MNIST: data})
+	o2, err := Run(context.Background(), p, Options{Dir: dir})
 	if err != nil || o2.Reused != 2 || o2.Trained != 0 {
 		t.Fatalf("second run: %+v, %v", o2, err)
 	}
@@ -118,7 +119,7 @@ func TestRunResumes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	p1 := p
 	p1.Encodings = []string{"none"}
-	r, err := newRunner(p1, Options{Dir: dir2, MNIST: data})
+	r, err := newRunner(p1, Options{Dir: dir2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func TestRunResumes(t *testing.T) {
 	if !errors.Is(err, trainer.ErrInterrupted) {
 		t.Fatalf("interrupt: %v", err)
 	}
-	o3, err := Run(context.Background(), p1, Options{Dir: dir2, MNIST: data})
+	o3, err := Run(context.Background(), p1, Options{Dir: dir2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,9 +159,10 @@ func TestNA(t *testing.T) {
 	data := t.TempDir()
 	writeSynthMNIST(t, data, 32, 16)
 	p := tinyPlan("learned")
+	p.MNIST = data
 	p.Base.Model.PosOpts.MaxLen = 16 // the 4x4 grid, not the 8x8 one
 	p.Base.Steps, p.TestImages = 2, 16
-	o, err := Run(context.Background(), p, Options{Dir: t.TempDir(), MNIST: data})
+	o, err := Run(context.Background(), p, Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,8 +178,9 @@ func TestNATables(t *testing.T) {
 	data := t.TempDir()
 	writeSynthMNIST(t, data, 32, 16)
 	p := tinyPlan("learned-2d", "swin")
+	p.MNIST = data
 	p.Base.Steps, p.TestImages = 2, 16
-	o, err := Run(context.Background(), p, Options{Dir: t.TempDir(), MNIST: data})
+	o, err := Run(context.Background(), p, Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

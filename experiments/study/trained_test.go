@@ -1,0 +1,48 @@
+package study
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/rpe-go/rpe/experiments/trainer"
+	"github.com/rpe-go/rpe/posenc"
+)
+
+// TestEvalEach: an encoding's ErrBeyondTable gives an n/a row and the
+// conditions go on; another error stops; a cancelled context stops with
+// ErrInterrupted.
+func TestEvalEach(t *testing.T) {
+	eval := func(i int) (string, error) {
+		if i == 1 {
+			return "", fmt.Errorf("grid 14x14: %w", posenc.ErrBeyondTable)
+		}
+		return fmt.Sprint("ok", i), nil
+	}
+	na := func(i int, err error) string { return fmt.Sprint("na", i) }
+	rows, err := EvalEach(context.Background(), 3, eval, na)
+	if err != nil || fmt.Sprint(rows) != "[ok0 na1 ok2]" {
+		t.Fatalf("rows %v, %v", rows, err)
+	}
+	boom := errors.New("boom")
+	if _, err := EvalEach(context.Background(), 2, func(int) (string, error) { return "", boom }, na); !errors.Is(err, boom) {
+		t.Errorf("failing condition: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := EvalEach(ctx, 2, eval, na); !errors.Is(err, trainer.ErrInterrupted) || !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v", err)
+	}
+}
+
+func TestRunOptionsDefaults(t *testing.T) {
+	o := RunOptions{}.WithDefaults("runs/x")
+	if o.Dir != "runs/x" || o.SaveEvery != 100 || o.Log == nil {
+		t.Errorf("defaults: %+v", o)
+	}
+	if o := (RunOptions{Dir: "d", SaveEvery: 7}).WithDefaults("runs/x"); o.Dir != "d" || o.SaveEvery != 7 {
+		t.Errorf("given values replaced: %+v", o)
+	}
+	RunOptions{}.Logf("no writer: %d\n", 1) // must not panic
+}
