@@ -96,7 +96,7 @@ func Markdown(p Plan, rows []Row, pending []string) string {
 		}
 		return fmt.Sprintf("%.*f", prec, c.Mean)
 	}
-	b.WriteString("| encoding |")
+	b.WriteString("## Accuracy\n\n| encoding |")
 	for _, what := range []string{"node accuracy %", "graphs all right %", "loss (nats/node)"} {
 		for _, s := range sets {
 			fmt.Fprintf(&b, " %s, %s (%d-%d) |", what, s.Name, s.MinNodes, s.MaxNodes)

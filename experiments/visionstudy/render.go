@@ -84,7 +84,7 @@ func Markdown(p Plan, rows []Row, pending []string) string {
 	if p.TestImages > 0 {
 		test = fmt.Sprintf("the first %d test images", p.TestImages)
 	}
-	fmt.Fprintf(&b, "Accuracy on %s at each resolution", test)
+	fmt.Fprintf(&b, "\n\n## Accuracy\n\nAccuracy on %s at each resolution", test)
 	if seeds > 1 {
 		fmt.Fprintf(&b, ": mean ± sample standard deviation [95%% t interval of the mean] over %d seeds", seeds)
 	}
