@@ -99,6 +99,11 @@ type Result struct {
 	LastN           int     `json:"last_n"`
 	TargetsLast     int     `json:"targets_last"`
 	BitsPerByteLast float64 `json:"bits_per_byte_last"`
+	// WindowBPB and WindowBPBLast are each window's bits per byte over
+	// its Length targets and over its last LastN, in the order of the
+	// anchors: their means are BitsPerByte and BitsPerByteLast.
+	WindowBPB     []float32 `json:"window_bpb,omitempty"`
+	WindowBPBLast []float32 `json:"window_bpb_last,omitempty"`
 }
 
 // EvalSpec is what Evaluate needs besides the weights.
@@ -237,6 +242,7 @@ func Evaluate(p *graph.Params, anchors []Anchor, s EvalSpec) (Result, error) {
 		scratch = make([]int, l*l)
 	}
 	var nats, natsLast float64
+	wb, wbl := make([]float64, len(anchors)), make([]float64, len(anchors))
 	buf := make([]float64, 0, 256)
 	for start := 0; start < len(anchors); start += b {
 		n := min(b, len(anchors)-start)
@@ -261,14 +267,20 @@ func Evaluate(p *graph.Params, anchors []Anchor, s EvalSpec) (Result, error) {
 			buf = rowFloat64(f.logits.Value(), i, v, buf)
 			lp := trainer.LogSoftmaxAt(buf, tgts[i])
 			nats -= lp
+			wb[start+i/l] -= lp
 			if i%l >= l-s.LastN {
 				natsLast -= lp
+				wbl[start+i/l] -= lp
 			}
 		}
 		f.vm.Reset()
 		r.Windows += n
 	}
 	r.Targets, r.TargetsLast = r.Windows*l, r.Windows*s.LastN
+	for w := range wb {
+		r.WindowBPB = append(r.WindowBPB, float32(wb[w]/float64(l)/math.Ln2))
+		r.WindowBPBLast = append(r.WindowBPBLast, float32(wbl[w]/float64(s.LastN)/math.Ln2))
+	}
 	r.BitsPerByte = nats / float64(r.Targets) / math.Ln2
 	r.BitsPerByteLast = natsLast / float64(r.TargetsLast) / math.Ln2
 	if math.IsNaN(r.BitsPerByte) || math.IsInf(r.BitsPerByte, 0) {

@@ -21,6 +21,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
+	"github.com/rpe-go/rpe/experiments/stats"
 	"github.com/rpe-go/rpe/experiments/study"
 	"github.com/rpe-go/rpe/experiments/viz"
 )
@@ -135,6 +136,51 @@ func cells(rows []Row, metric func(Row) float64) (map[[2]string]study.Cell, []st
 		func(r Row) (bool, string) { return r.Status != StatusOK, r.Note }, metric)
 }
 
+// pairedSections renders the paired comparisons of the test bits per byte
+// (study.PairedSection) at each evaluation length, over all targets and
+// over the last L, paired on the seeds and on the seeds and test windows
+// (the rows' WindowBPB and WindowBPBLast; every encoding scores the same
+// windows).
+func pairedSections(f *File) string {
+	L := f.Plan.TrainLen()
+	var conds []string
+	cond := func(r Row) string { return fmt.Sprintf("%d (%dL)", r.EvalLen, r.Factor) }
+	for _, fc := range f.Plan.Factors {
+		conds = append(conds, fmt.Sprintf("%d (%dL)", fc*L, fc))
+	}
+	var labels []string
+	var out strings.Builder
+	for _, pr := range []struct {
+		heading string
+		value   func(Row) float64
+		items   func(Row) []float32
+	}{
+		{"Paired comparisons, all targets", func(r Row) float64 { return r.BitsPerByte }, func(r Row) []float32 { return r.WindowBPB }},
+		{fmt.Sprintf("Paired comparisons, last L = %d targets", L), func(r Row) float64 { return r.BitsPerByteLast }, func(r Row) []float32 { return r.WindowBPBLast }},
+	} {
+		scores := map[[2]string]map[int64]study.Scores{}
+		for _, r := range f.Rows {
+			if r.Status != StatusOK {
+				continue
+			}
+			if !slices.Contains(labels, r.Encoding) {
+				labels = append(labels, r.Encoding)
+			}
+			k := [2]string{r.Encoding, cond(r)}
+			if scores[k] == nil {
+				scores[k] = map[int64]study.Scores{}
+			}
+			sc := study.Scores{Value: pr.value(r)}
+			for _, v := range pr.items(r) {
+				sc.Items = append(sc.Items, float64(v))
+			}
+			scores[k][r.Seed] = sc
+		}
+		out.WriteString(study.PairedSection(pr.heading, conds, labels, scores, "bits per byte", "bits/byte", "test windows", "%.3f", stats.LowerIsBetter))
+	}
+	return out.String()
+}
+
 // Markdown renders table.md: bits per byte per encoding and evaluation
 // length (every target, then the last L targets of each window), the
 // training table, the corpus with its skipped-file count, and the windows
@@ -168,7 +214,8 @@ func Markdown(f *File) string {
 		fmt.Fprintf(&b, "## %s\n\n", pr.title)
 		table(&b, f, pr.value, pr.count)
 	}
-	b.WriteString("## Training\n\n")
+	b.WriteString(pairedSections(f))
+	b.WriteString("\n## Training\n\n")
 	fmt.Fprintf(&b, "Parameters, training ms per update (a batch of %d windows of %d bytes; measured as the study ran, so it includes whatever else the machine ran), mean training loss of the last 10 updates and validation bits per byte at L (%d windows)", p.Base.Batch, L, p.ValWindows)
 	if seeds > 1 {
 		b.WriteString(", means over seeds")

@@ -38,6 +38,11 @@ type Row struct {
 	Windows         int     `json:"windows"`
 	Targets         int     `json:"targets"`
 	TargetsLast     int     `json:"targets_last"`
+	// WindowBPB and WindowBPBLast are each test window's bits per byte
+	// (Result.WindowBPB): the paired comparisons over windows read them.
+	// Not in results.csv.
+	WindowBPB     []float32 `json:"window_bpb,omitempty"`
+	WindowBPBLast []float32 `json:"window_bpb_last,omitempty"`
 	// EvalMsPerByte is the wall time of the evaluation per target.
 	EvalMsPerByte float64 `json:"eval_ms_per_byte"`
 	// Training: updates, ms per update, mean loss of the last 10 updates
@@ -224,6 +229,7 @@ func (r *runner) runJob(ctx context.Context, j Job, ckpt, tag string) ([]Row, er
 		}
 		row.Status, row.BitsPerByte, row.BitsPerByteLast = StatusOK, res.BitsPerByte, res.BitsPerByteLast
 		row.Windows, row.Targets, row.TargetsLast = res.Windows, res.Targets, res.TargetsLast
+		row.WindowBPB, row.WindowBPBLast = res.WindowBPB, res.WindowBPBLast
 		row.EvalMsPerByte = time.Since(t0).Seconds() * 1000 / float64(res.Targets)
 		r.logf("%s %s at length %d (%dL): %.4f bits/byte over %d windows (%d bytes), last %d: %.4f\n",
 			tag, j.Key(), row.EvalLen, row.Factor, row.BitsPerByte, row.Windows, row.Targets, row.TrainLen, row.BitsPerByteLast)

@@ -33,6 +33,10 @@ type Row struct {
 	Loss          float64 `json:"loss_nats"`
 	Graphs        int     `json:"graphs"`
 	Nodes         int     `json:"nodes"`
+	// Right holds the right nodes of each test graph, in the order of the
+	// test set (study.PackCounts): the paired comparisons over graphs read
+	// it. Not in results.csv.
+	Right string `json:"right,omitempty"`
 	// EvalMsPerGraph is the wall time of the evaluation per graph.
 	EvalMsPerGraph float64 `json:"eval_ms_per_graph"`
 	// Training: updates, ms per update, mean loss of the last 10 updates
@@ -199,6 +203,9 @@ func (r *runner) runJob(ctx context.Context, j Job, ckpt, tag string) ([]Row, er
 		row := base
 		row.TestSet, row.Sizes = ts.Name, fmt.Sprintf("%d-%d", ts.MinNodes, ts.MaxNodes)
 		row.Accuracy, row.GraphAccuracy, row.Loss, row.Graphs, row.Nodes = res.Accuracy, res.GraphAccuracy, res.Loss, res.Graphs, res.Nodes
+		if row.Right, err = study.PackCounts(res.Right); err != nil {
+			return nil, err
+		}
 		row.EvalMsPerGraph = time.Since(t0).Seconds() * 1000 / float64(res.Graphs)
 		rows = append(rows, row)
 		r.logf("%s %s on %s (%s nodes): node accuracy %.4f, graphs all right %.4f\n", tag, j.Key(), ts.Name, row.Sizes, row.Accuracy, row.GraphAccuracy)

@@ -417,6 +417,9 @@ type EvalResult struct {
 	// (per-node tasks; Accuracy for per-graph tasks), Graphs their number.
 	GraphAccuracy float64
 	Graphs        int
+	// Right[g] counts the right items (nodes, or 0/1 for a per-graph
+	// task) of graph g of the data set, in its order.
+	Right []int
 	// PadNodes is the N the graphs were padded to (the largest of ds).
 	PadNodes int
 }
@@ -505,7 +508,7 @@ func Evaluate(p *graph.Params, gc layers.GraphConfig, ds *graphdata.Dataset, o g
 // count until Evaluate divides).
 func score(r *EvalResult, out []float64, bt *graphdata.Batch, k int) {
 	for b := 0; b < bt.B; b++ {
-		allRight := true
+		allRight, right := true, 0
 		rows := []int{b}
 		if bt.PerNode {
 			rows = rows[:0]
@@ -533,10 +536,12 @@ func score(r *EvalResult, out []float64, bt *graphdata.Batch, k int) {
 			r.Nodes++
 			if best == lab {
 				r.Correct++
+				right++
 			} else {
 				allRight = false
 			}
 		}
+		r.Right = append(r.Right, right)
 		r.Graphs++
 		if allRight {
 			r.GraphAccuracy++

@@ -42,3 +42,34 @@ func UnpackHits(s string, n int) ([]bool, error) {
 	}
 	return hits, nil
 }
+
+// PackCounts encodes per-item counts of 0 to 255 (the right nodes of each
+// test graph, in the order of the test set) as the base64 of one byte per
+// item. It returns an error for a count outside that range.
+func PackCounts(counts []int) (string, error) {
+	b := make([]byte, len(counts))
+	for i, c := range counts {
+		if c < 0 || c > 255 {
+			return "", errors.Errorf("pack counts: item %d counts %d, outside 0..255", i, c)
+		}
+		b[i] = byte(c)
+	}
+	return base64.StdEncoding.EncodeToString(b), nil
+}
+
+// UnpackCounts decodes n counts packed by PackCounts. It returns an error
+// if s is not base64 or does not hold n items.
+func UnpackCounts(s string, n int) ([]int, error) {
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, errors.Wrap(err, "unpack counts")
+	}
+	if len(b) != n {
+		return nil, errors.Errorf("unpack counts: %d items, not %d", len(b), n)
+	}
+	out := make([]int, n)
+	for i, v := range b {
+		out[i] = int(v)
+	}
+	return out, nil
+}

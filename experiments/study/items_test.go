@@ -28,3 +28,21 @@ func TestPackHits(t *testing.T) {
 		t.Error("a bit past the last item: no error")
 	}
 }
+
+func TestPackCounts(t *testing.T) {
+	in := []int{0, 1, 48, 255, 7}
+	s, err := PackCounts(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := UnpackCounts(s, len(in))
+	if err != nil || !slices.Equal(got, in) {
+		t.Errorf("round trip %v, %v", got, err)
+	}
+	if _, err := UnpackCounts(s, 4); err == nil {
+		t.Error("wrong length: no error")
+	}
+	if _, err := PackCounts([]int{256}); err == nil {
+		t.Error("256: no error")
+	}
+}

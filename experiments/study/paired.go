@@ -1,9 +1,11 @@
 package study
 
 import (
+	"fmt"
 	"math"
 	"math/rand"
 	"sort"
+	"strings"
 
 	"github.com/rpe-go/rpe/experiments/stats"
 )
@@ -68,4 +70,72 @@ func Pair(a, b map[int64]Scores) (PairedDiff, bool) {
 		}
 	}
 	return out, true
+}
+
+// PairedSection renders a section of paired comparisons of a study's
+// table.md, headed "## " + heading: under each condition (conds, in order), the label with the best
+// mean (A) against every other label (B, in the order of labels), paired on
+// the seeds (t interval) and, where the scores carry items, on the seeds
+// and items (bootstrap); the reading is worded from the interval over
+// seeds (stats.Compare). scores maps (label, condition) to each seed's
+// scores; what names the metric and its unit ("accuracy", "points"), item
+// what the items are ("test images"). It returns "" with fewer than two
+// seeds.
+func PairedSection(heading string, conds, labels []string, scores map[[2]string]map[int64]Scores, what, unit, item, format string, dir stats.Direction) string {
+	seeds := map[int64]bool{}
+	for _, m := range scores {
+		for s := range m {
+			seeds[s] = true
+		}
+	}
+	if len(seeds) < 2 {
+		return ""
+	}
+	mean := func(m map[int64]Scores) float64 {
+		var s float64
+		for _, v := range m {
+			s += v.Value
+		}
+		return s / float64(len(m))
+	}
+	better := func(a, b float64) bool {
+		if dir == stats.HigherIsBetter {
+			return a > b
+		}
+		return a < b
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## %s\n\n", heading)
+	fmt.Fprintf(&b, "Under each condition, the encoding with the best mean %s (A) against every other (B): the difference A − B in %s, paired on the seeds (mean [95%% t interval] of the per-seed differences) and on the seeds and %s (mean [95%% percentile interval] of a two-level bootstrap, %d replications: seeds, then %s, resampled; — where the rows keep no per-item scores). The reading is worded from the interval over seeds: a difference whose interval contains zero is not resolved.\n\n",
+		what, unit, item, BootstrapReps, item)
+	fmt.Fprintf(&b, "| condition | A | B | A − B, over seeds | over seeds and %s | reading |\n|---|---|---|---:|---:|---|\n", item)
+	f := func(x float64) string { return fmt.Sprintf("%+"+format[1:], x) }
+	for _, c := range conds {
+		best := ""
+		for _, l := range labels {
+			if m := scores[[2]string{l, c}]; len(m) > 0 && (best == "" || better(mean(m), mean(scores[[2]string{best, c}]))) {
+				best = l
+			}
+		}
+		if best == "" {
+			continue
+		}
+		for _, l := range labels {
+			m := scores[[2]string{l, c}]
+			if l == best || len(m) == 0 {
+				continue
+			}
+			d, ok := Pair(scores[[2]string{best, c}], m)
+			if !ok {
+				continue
+			}
+			items := "—"
+			if d.Items.N > 0 {
+				items = fmt.Sprintf("%s [%s, %s]", f(d.Items.Mean), f(d.Items.Lo), f(d.Items.Hi))
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s [%s, %s] | %s | %s |\n", c, best, l, f(d.Seeds.Mean), f(d.Seeds.Lo), f(d.Seeds.Hi), items,
+				stats.Compare(best, l, d.Seeds, unit, format, dir))
+		}
+	}
+	return b.String()
 }

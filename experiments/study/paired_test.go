@@ -2,7 +2,10 @@ package study
 
 import (
 	"math"
+	"strings"
 	"testing"
+
+	"github.com/rpe-go/rpe/experiments/stats"
 )
 
 func TestPair(t *testing.T) {
@@ -27,5 +30,34 @@ func TestPair(t *testing.T) {
 	}
 	if _, ok := Pair(a, map[int64]Scores{9: {}}); ok {
 		t.Error("no common seed: ok")
+	}
+}
+
+func TestPairedSection(t *testing.T) {
+	sc := func(vals ...float64) map[int64]Scores {
+		m := map[int64]Scores{}
+		for i, v := range vals {
+			m[int64(i+1)] = Scores{Value: v}
+		}
+		return m
+	}
+	scores := map[[2]string]map[int64]Scores{
+		{"a", "x"}: sc(90, 91, 92), {"b", "x"}: sc(80, 80.5, 81), {"c", "x"}: sc(95, 85, 91),
+		{"a", "y"}: sc(10, 11, 12),
+	}
+	s := PairedSection("Paired comparisons", []string{"x", "y"}, []string{"a", "b", "c"}, scores, "accuracy", "points", "images", "%.2f", stats.HigherIsBetter)
+	for _, want := range []string{
+		"| x | a | b | +10.50 [+9.26, +11.74] | — | a beats b by 10.50 points",
+		"| x | a | c | +0.67 [", "no difference resolved between a and c",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("section lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "| y |") {
+		t.Errorf("a condition with one label has no comparison:\n%s", s)
+	}
+	if one := PairedSection("Paired comparisons", []string{"x"}, []string{"a"}, map[[2]string]map[int64]Scores{{"a", "x"}: sc(1)}, "accuracy", "points", "images", "%.2f", stats.HigherIsBetter); one != "" {
+		t.Errorf("one seed: %q", one)
 	}
 }

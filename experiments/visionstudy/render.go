@@ -177,10 +177,9 @@ func Markdown(p Plan, rows []Row, pending []string) string {
 	return b.String()
 }
 
-// pairedSection renders "## Paired comparisons": at each resolution, the
-// encoding of the best mean accuracy against every other, paired on the
-// seeds (t interval) and on seeds and test images (two-level bootstrap
-// over the rows' Hits), worded from the interval over seeds.
+// pairedSection renders "## Paired comparisons" (study.PairedSection): at
+// each resolution, the encoding of the best mean accuracy against every
+// other, paired on the seeds and on seeds and test images (the rows' Hits).
 func pairedSection(p Plan, rows []Row) string {
 	scores := map[[2]string]map[int64]study.Scores{} // (label, resolution) -> seed -> scores
 	var order []string
@@ -206,48 +205,11 @@ func pairedSection(p Plan, rows []Row) string {
 		}
 		scores[k][r.Seed] = sc
 	}
-	if len(p.Seeds) < 2 || len(scores) == 0 {
-		return ""
+	conds := make([]string, len(p.Resolutions))
+	for i, res := range p.Resolutions {
+		conds[i] = res.Name
 	}
-	var b strings.Builder
-	b.WriteString("\n## Paired comparisons\n\n")
-	fmt.Fprintf(&b, "At each resolution, the encoding with the best mean accuracy (A) against every other (B): the difference A − B in accuracy points, paired on the seeds (mean [95%% t interval] of the per-seed differences) and on the seeds and test images (mean [95%% percentile interval] of a two-level bootstrap, %d replications, seeds then images resampled). The reading is worded from the interval over seeds: a difference whose interval contains zero is not resolved.\n\n", study.BootstrapReps)
-	b.WriteString("| resolution | A | B | A − B, over seeds | over seeds and images | reading |\n|---|---|---|---:|---:|---|\n")
-	mean := func(m map[int64]study.Scores) float64 {
-		var s float64
-		for _, v := range m {
-			s += v.Value
-		}
-		return s / float64(len(m))
-	}
-	for _, res := range p.Resolutions {
-		best := ""
-		for _, l := range order {
-			if m := scores[[2]string{l, res.Name}]; m != nil && (best == "" || mean(m) > mean(scores[[2]string{best, res.Name}])) {
-				best = l
-			}
-		}
-		if best == "" {
-			continue
-		}
-		for _, l := range order {
-			m := scores[[2]string{l, res.Name}]
-			if l == best || m == nil {
-				continue
-			}
-			d, ok := study.Pair(scores[[2]string{best, res.Name}], m)
-			if !ok {
-				continue
-			}
-			items := "—"
-			if d.Items.N > 0 {
-				items = fmt.Sprintf("%+.2f [%+.2f, %+.2f]", d.Items.Mean, d.Items.Lo, d.Items.Hi)
-			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %+.2f [%+.2f, %+.2f] | %s | %s |\n", res.Name, best, l, d.Seeds.Mean, d.Seeds.Lo, d.Seeds.Hi, items,
-				stats.Compare(best, l, d.Seeds, "points", "%.2f", stats.HigherIsBetter))
-		}
-	}
-	return b.String()
+	return study.PairedSection("Paired comparisons", conds, order, scores, "accuracy", "points", "test images", "%.2f", stats.HigherIsBetter)
 }
 
 // Plot draws accuracy.png: one group of bars per encoding, one bar per
