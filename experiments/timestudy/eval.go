@@ -39,6 +39,9 @@ type Result struct {
 	// cross-entropy in bits; Bits is over every event, NewBits over the new
 	// ones (log2 V at best: they are uniform).
 	RepeatAccuracy, RepeatBits, Bits, NewBits float64
+	// RepeatRight[q] counts the repeated events of sequence q predicted
+	// right, in the order of the sequences.
+	RepeatRight []int `json:"repeat_right,omitempty"`
 }
 
 // Evaluate scores the weights p on the first s.Length events of every
@@ -88,6 +91,7 @@ func Evaluate(p *graph.Params, seqs []Sequence, s EvalSpec) (Result, error) {
 		out := graph.ToFloat64s(m.logits.Value()) // [b*Length, V+1]
 		v := m.logits.Shape()[1]
 		for i := 0; i < n; i++ {
+			right := 0
 			for k := 0; k < s.Length; k++ {
 				row := out[(i*s.Length+k)*v : (i*s.Length+k+1)*v]
 				tgt := exs[i].Targets[k]
@@ -98,12 +102,14 @@ func Evaluate(p *graph.Params, seqs []Sequence, s EvalSpec) (Result, error) {
 					r.Repeats++
 					if argmax(row) == tgt {
 						correct++
+						right++
 					}
 				} else {
 					natsNew -= lp
 					r.New++
 				}
 			}
+			r.RepeatRight = append(r.RepeatRight, right)
 		}
 		vm.Reset()
 		r.Sequences += n

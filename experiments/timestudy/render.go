@@ -19,6 +19,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
+	"github.com/rpe-go/rpe/experiments/stats"
 	"github.com/rpe-go/rpe/experiments/study"
 	"github.com/rpe-go/rpe/experiments/viz"
 )
@@ -152,6 +153,40 @@ func cells(rows []Row, metric func(Row) float64) (map[[2]string]study.Cell, []st
 		func(r Row) (bool, string) { return r.Status != StatusOK, r.Note }, metric)
 }
 
+// pairedSection renders the paired comparisons of the accuracy on repeated
+// events (study.PairedSection) at each evaluation length, over seeds and
+// over seeds and test sequences: sequence q's item is 100·right_q·S/R (S
+// sequences, R repeated events), whose mean is the accuracy in %.
+func pairedSection(f *File) string {
+	T := f.Plan.TrainLen()
+	var conds, labels []string
+	for _, fc := range f.Plan.Factors {
+		conds = append(conds, fmt.Sprintf("%d (%dT)", fc*T, fc))
+	}
+	scores := map[[2]string]map[int64]study.Scores{}
+	for _, r := range f.Rows {
+		if r.Status != StatusOK {
+			continue
+		}
+		if !slices.Contains(labels, r.Encoding) {
+			labels = append(labels, r.Encoding)
+		}
+		k := [2]string{r.Encoding, fmt.Sprintf("%d (%dT)", r.EvalLen, r.Factor)}
+		if scores[k] == nil {
+			scores[k] = map[int64]study.Scores{}
+		}
+		sc := study.Scores{Value: 100 * r.RepeatAccuracy}
+		if len(r.RepeatRight) == r.Sequences && r.Repeats > 0 {
+			w := 100 * float64(r.Sequences) / float64(r.Repeats)
+			for _, c := range r.RepeatRight {
+				sc.Items = append(sc.Items, w*float64(c))
+			}
+		}
+		scores[k][r.Seed] = sc
+	}
+	return study.PairedSection("Paired comparisons", conds, labels, scores, "accuracy on repeated events", "points", "test sequences", "%.2f", stats.HigherIsBetter)
+}
+
 // Markdown renders table.md: per encoding and positions, the accuracy and
 // bits on the repeated events, the bits per event and on new events at
 // every evaluation length, and the training table.
@@ -184,7 +219,8 @@ func Markdown(f *File) string {
 		fmt.Fprintf(&b, "## %s\n\n", pr.title)
 		table(&b, f, pr.value, pr.pct)
 	}
-	b.WriteString("## Training\n\n")
+	b.WriteString(pairedSection(f))
+	b.WriteString("\n## Training\n\n")
 	fmt.Fprintf(&b, "Parameters, training ms per update (a batch of %d sequences of %d events; measured as the study ran, so it includes whatever else the machine ran), mean training loss of the last 10 updates (bits per event) and validation accuracy on repeated events at T (%d sequences)", p.Base.Batch, T, p.ValSeqs)
 	if seeds > 1 {
 		b.WriteString(", means over seeds")

@@ -42,6 +42,10 @@ type Row struct {
 	Sequences      int     `json:"sequences"`
 	Events         int     `json:"events"`
 	Repeats        int     `json:"repeats"`
+	// RepeatRight counts each test sequence's repeated events predicted
+	// right (Result.RepeatRight): the paired comparisons over sequences
+	// read it. Not in results.csv.
+	RepeatRight []int `json:"repeat_right,omitempty"`
 	// EvalMsPerEvent is the wall time of the evaluation per event.
 	EvalMsPerEvent float64 `json:"eval_ms_per_event"`
 	// Training: updates, ms per update, mean loss of the last 10 updates
@@ -191,7 +195,7 @@ func (r *runner) runJob(ctx context.Context, j Job, ckpt, tag string) ([]Row, er
 		}
 		row.Status = StatusOK
 		row.RepeatAccuracy, row.RepeatBits, row.Bits, row.NewBits = res.RepeatAccuracy, res.RepeatBits, res.Bits, res.NewBits
-		row.Sequences, row.Events, row.Repeats = res.Sequences, res.Events, res.Repeats
+		row.Sequences, row.Events, row.Repeats, row.RepeatRight = res.Sequences, res.Events, res.Repeats, res.RepeatRight
 		row.EvalMsPerEvent = time.Since(t0).Seconds() * 1000 / float64(res.Events)
 		r.logf("%s %s at %d events (%dT): repeat accuracy %.4f, %.4f bits on repeats, %.4f bits/event\n",
 			tag, j.Key(), row.EvalLen, row.Factor, row.RepeatAccuracy, row.RepeatBits, row.Bits)
