@@ -33,6 +33,9 @@ type Command struct {
 	Preset, Encodings, Seeds, Out string
 	Steps, Job, SaveEvery         int
 	Fresh, Render, ListJobs       bool
+	// Compare is -compare DIR: compare the results.csv of -out with DIR's
+	// (CompareCSV) and exit.
+	Compare string
 	// Redo is -redo ENC[,ENC]: the encodings (job labels) whose models
 	// are trained and evaluated again, the others being reused.
 	Redo []string
@@ -58,6 +61,7 @@ func NewCommand(name, title string, presets []string, encHelp, defaultDir string
 	fs.BoolVar(&c.ListJobs, "jobs", false, "list the models of the plan (number and key) and exit")
 	fs.IntVar(&c.Job, "job", -1, "train and evaluate model N only (see -jobs), without rendering")
 	fs.IntVar(&c.SaveEvery, "save-every", 100, "save a checkpoint every N updates")
+	fs.StringVar(&c.Compare, "compare", "", "compare results.csv of -out with that of this directory, ignoring timings, memory and revision, and exit (status 1 if they differ)")
 	fs.Func("redo", "comma-separated encodings (as in the tables) whose models are retrained and re-evaluated; the others are reused", func(s string) error {
 		for _, e := range strings.Split(s, ",") {
 			if e = strings.TrimSpace(e); e == "" {
@@ -164,6 +168,21 @@ type Actions struct {
 // checkpoint), and returns the exit status: 0, 1 for a failed run, 130 for
 // an interrupted one, 2 for a -job outside the plan.
 func (c *Command) Execute(preset string, a Actions) int {
+	if c.Compare != "" {
+		diffs, err := CompareCSV(a.Dir, c.Compare)
+		if err != nil {
+			return c.Usage(err)
+		}
+		for _, d := range diffs {
+			fmt.Fprintln(c.stdout, d)
+		}
+		if len(diffs) > 0 {
+			fmt.Fprintf(c.stderr, "%s: %s and %s differ in %d places\n", c.Name, a.Dir, c.Compare, len(diffs))
+			return 1
+		}
+		fmt.Fprintf(c.stdout, "%s and %s agree: every field but timings, memory and revision equal\n", a.Dir, c.Compare)
+		return 0
+	}
 	if c.ListJobs {
 		for i, k := range a.Keys {
 			fmt.Fprintf(c.stdout, "%d %s\n", i, k)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/pkg/errors"
@@ -113,4 +114,60 @@ func (js *Jobs[S, R]) RunAll(ctx context.Context) (*JobsOutcome[R], error) {
 // in 14m2s".
 func (o *JobsOutcome[R]) String() string {
 	return fmt.Sprintf("%d models trained, %d reused, in %s", o.Trained, o.Reused, o.Wall.Round(time.Second))
+}
+
+// runDependentColumn reports whether a results.csv column depends on the
+// run rather than on the plan: timings, memory, the revision and the
+// preset's name.
+func runDependentColumn(name string) bool {
+	for _, s := range []string{"ms_per", "_ms", "per_sec", "peak_", "rss", "heap", "seconds", "git_rev", "git_dirty"} {
+		if strings.Contains(name, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// CompareCSV compares the results.csv of two output directories of the
+// same plan (a single-process run and a cluster run, or two revisions),
+// row by row in order: every column but the run-dependent ones (timings,
+// memory, git revision) must be equal. It returns the differences, as
+// "row N (first cells): column a != b", nil if none; an error if a file
+// cannot be read or the headers differ.
+func CompareCSV(a, b string) ([]string, error) {
+	read := func(dir string) ([][]string, error) {
+		f, err := os.Open(filepath.Join(dir, FileCSV))
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		return csv.NewReader(f).ReadAll()
+	}
+	ra, err := read(a)
+	if err != nil {
+		return nil, err
+	}
+	rb, err := read(b)
+	if err != nil {
+		return nil, err
+	}
+	if len(ra) == 0 || len(rb) == 0 || strings.Join(ra[0], ",") != strings.Join(rb[0], ",") {
+		return nil, errors.Errorf("compare: %s and %s have different headers", filepath.Join(a, FileCSV), filepath.Join(b, FileCSV))
+	}
+	var out []string
+	if len(ra) != len(rb) {
+		out = append(out, fmt.Sprintf("%d rows against %d", len(ra)-1, len(rb)-1))
+	}
+	for i := 1; i < min(len(ra), len(rb)); i++ {
+		id := strings.Join(ra[i][:min(4, len(ra[i]))], ",")
+		for j, name := range ra[0] {
+			if runDependentColumn(name) || j >= len(ra[i]) || j >= len(rb[i]) {
+				continue
+			}
+			if ra[i][j] != rb[i][j] {
+				out = append(out, fmt.Sprintf("row %d (%s): %s %s != %s", i, id, name, ra[i][j], rb[i][j]))
+			}
+		}
+	}
+	return out, nil
 }

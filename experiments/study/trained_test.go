@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rpe-go/rpe/experiments/trainer"
@@ -45,4 +48,26 @@ func TestRunOptionsDefaults(t *testing.T) {
 		t.Errorf("given values replaced: %+v", o)
 	}
 	RunOptions{}.Logf("no writer: %d\n", 1) // must not panic
+}
+
+func TestCompareCSV(t *testing.T) {
+	write := func(body string) string {
+		d := t.TempDir()
+		if err := os.WriteFile(filepath.Join(d, FileCSV), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	a := write("encoding,seed,accuracy,train_ms_per_step,peak_rss_bytes,git_rev\nnone,1,0.5,10,100,abc\n")
+	same := write("encoding,seed,accuracy,train_ms_per_step,peak_rss_bytes,git_rev\nnone,1,0.5,12,200,def\n")
+	other := write("encoding,seed,accuracy,train_ms_per_step,peak_rss_bytes,git_rev\nnone,1,0.6,10,100,abc\n")
+	if d, err := CompareCSV(a, same); err != nil || d != nil {
+		t.Errorf("timings, memory and revision differ only: %v, %v", d, err)
+	}
+	if d, err := CompareCSV(a, other); err != nil || len(d) != 1 || !strings.Contains(d[0], "accuracy 0.5 != 0.6") {
+		t.Errorf("an accuracy differs: %v, %v", d, err)
+	}
+	if _, err := CompareCSV(a, write("encoding,seed\nnone,1\n")); err == nil {
+		t.Error("different headers: no error")
+	}
 }

@@ -11,7 +11,10 @@
 # shared output directory, then -render), kills one finished job's results
 # and resubmits the array to check that only that job runs again, and
 # finally compares the two result sets with `extrapolation -compare`
-# (every field but timings and memory must be equal). The cluster is brought
+# (every field but timings and memory must be equal). Then every study of
+# trained models (vision, graphs, code, times, stability) runs a tiny plan
+# the same two ways, compared with its own -compare (results.csv, every
+# column but timings, memory and revision). The cluster is brought
 # down and the temporary directory removed on every exit, failure included.
 #
 # Exit status: 0 passed, or skipped with a line `SKIP: <reason>` where Slurm
@@ -21,7 +24,7 @@
 set -uo pipefail
 
 name=study-test
-logs='slurm/logs/*.log *.log'
+logs='slurm/logs/*.log *-slurm/logs/*.log *.log'
 # shellcheck source=testlib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
 root="$(cd "$here/../.." && pwd)"
@@ -52,4 +55,23 @@ rm -rf "$work/slurm/models/$lost" "$work/slurm/results/$lost.json"
 trained=$(grep -h "training(s)" "$work"/slurm/logs/*.log | grep -vc " 0 training(s)")
 ((trained == njobs + 1)) || fail "after the resubmission $trained jobs trained a model, want $njobs + 1 (only the lost one again)"
 "$bin" -out "$work/slurm" -compare "$work/single" || fail "after the resubmission the rows differ"
+
+# Every study of trained models: a tiny plan in one process and as an array.
+declare -A plans=(
+	[vision]="-encodings none,rope-2d -steps $steps -test-images 40"
+	[graphs]="-encodings none,graphormer-spatial -steps $steps"
+	[code]="-encodings none,tree -steps $steps"
+	[times]="-encodings rope,rope@time -steps $steps"
+	[stability]="-encodings t5 -seeds 1 -steps $steps"
+)
+for s in vision graphs code times stability; do
+	sbin="$work/$s"
+	go build -o "$sbin" "./experiments/$s" || fail "go build $s"
+	read -r -a sargs <<<"${plans[$s]}"
+	log "$s: single process, then as an array: ${sargs[*]}"
+	"$sbin" "${sargs[@]}" -out "$work/$s-single" >"$work/$s-single.log" 2>&1 || fail "$s: the single-process run failed (see $s-single.log)"
+	"$submit" --timeout 900 "$work/$s-slurm" "$sbin" "${sargs[@]}" -out "$work/$s-slurm" >"$work/$s-submit.log" 2>&1 ||
+		fail "$s: submit.sh failed (see $s-submit.log)"
+	"$sbin" "${sargs[@]}" -out "$work/$s-slurm" -compare "$work/$s-single" || fail "$s: the cluster's rows differ from the single process's"
+done
 status=0
