@@ -73,14 +73,14 @@ func (r *runner) render(rows []Row, pending []string) error {
 
 var csvHeader = []string{"preset", "encoding", "seed", "factor", "eval_len", "train_len", "status", "bits_per_byte",
 	"bits_per_byte_last", "windows", "targets", "targets_last", "eval_ms_per_byte", "train_steps", "train_ms_per_step",
-	"train_loss", "val_bpb", "params", "skipped_files", "blas", "go_version", "git_rev", "git_dirty", "note"}
+	"train_loss", "val_bpb", "params", "skipped_files", "blas", "go_version", "git_rev", "git_dirty", "note", "machine"}
 
 func csvRow(r Row) []string {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	return []string{r.Preset, r.Encoding, strconv.FormatInt(r.Seed, 10), strconv.Itoa(r.Factor), strconv.Itoa(r.EvalLen),
 		strconv.Itoa(r.TrainLen), r.Status, f(r.BitsPerByte), f(r.BitsPerByteLast), strconv.Itoa(r.Windows), strconv.Itoa(r.Targets),
 		strconv.Itoa(r.TargetsLast), f(r.EvalMsPerByte), strconv.Itoa(r.TrainSteps), f(r.TrainMsPerStep), f(r.TrainLoss), f(r.ValBPB),
-		strconv.Itoa(r.Params), strconv.Itoa(r.Skipped), r.BLAS, r.GoVersion, r.GitRev, strconv.FormatBool(r.GitDirty), r.Note}
+		strconv.Itoa(r.Params), strconv.Itoa(r.Skipped), r.BLAS, r.GoVersion, r.GitRev, strconv.FormatBool(r.GitDirty), r.Note, r.Machine}
 }
 
 // ReadCSV reads rows written to results.csv (the columns Row has).
@@ -102,7 +102,7 @@ func ReadCSV(path string) ([]Row, error) {
 		var errs []error
 		fl := func(s string) float64 { v, err := strconv.ParseFloat(s, 64); errs = append(errs, err); return v }
 		in := func(s string) int { v, err := strconv.Atoi(s); errs = append(errs, err); return v }
-		r.Preset, r.Encoding, r.Status, r.BLAS, r.GoVersion, r.GitRev, r.Note = rec[0], rec[1], rec[6], rec[19], rec[20], rec[21], rec[23]
+		r.Preset, r.Encoding, r.Status, r.BLAS, r.GoVersion, r.GitRev, r.Note, r.Machine = rec[0], rec[1], rec[6], rec[19], rec[20], rec[21], rec[23], rec[24]
 		r.Seed = int64(in(rec[2]))
 		r.Factor, r.EvalLen, r.TrainLen = in(rec[3]), in(rec[4]), in(rec[5])
 		r.BitsPerByte, r.BitsPerByteLast = fl(rec[7]), fl(rec[8])

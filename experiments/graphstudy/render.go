@@ -44,14 +44,14 @@ func (r *runner) render(rows []Row, pending []string) error {
 
 // csvHeader is the header of results.csv.
 var csvHeader = []string{"preset", "encoding", "seed", "test_set", "sizes", "accuracy", "graph_accuracy", "loss_nats", "graphs", "nodes",
-	"eval_ms_per_graph", "train_steps", "train_ms_per_step", "train_loss", "val_accuracy", "params", "blas", "go_version", "git_rev", "git_dirty"}
+	"eval_ms_per_graph", "train_steps", "train_ms_per_step", "train_loss", "val_accuracy", "params", "blas", "go_version", "git_rev", "git_dirty", "machine"}
 
 func csvRow(r Row) []string {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	return []string{r.Preset, r.Encoding, strconv.FormatInt(r.Seed, 10), r.TestSet, r.Sizes, f(r.Accuracy), f(r.GraphAccuracy),
 		f(r.Loss), strconv.Itoa(r.Graphs), strconv.Itoa(r.Nodes), f(r.EvalMsPerGraph), strconv.Itoa(r.TrainSteps),
 		f(r.TrainMsPerStep), f(r.TrainLoss), f(r.ValAccuracy), strconv.Itoa(r.Params), r.BLAS, r.GoVersion, r.GitRev,
-		strconv.FormatBool(r.GitDirty)}
+		strconv.FormatBool(r.GitDirty), r.Machine}
 }
 
 // byEncoding aggregates a metric over seeds per (encoding, test set) and

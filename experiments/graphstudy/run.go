@@ -50,6 +50,8 @@ type Row struct {
 	GoVersion      string  `json:"go_version"`
 	GitRev         string  `json:"git_rev"`
 	GitDirty       bool    `json:"git_dirty"`
+	// Machine is trainer.ProvenanceInfo.Machine ("" in rows made before it).
+	Machine string `json:"machine,omitempty"`
 }
 
 // spec is what a job's saved rows must agree on to be reused.
@@ -185,7 +187,7 @@ func (r *runner) runJob(ctx context.Context, j Job, ckpt, tag string) ([]Row, er
 	base := Row{Preset: r.plan.Preset, Encoding: j.Variant.Label(), Seed: j.Seed, TrainSteps: tr.Steps,
 		TrainMsPerStep: tr.MsPerStep, TrainLoss: tr.LastLoss, ValAccuracy: tr.Val, Params: tr.Params}
 	prov := tr.Provenance
-	base.BLAS, base.GoVersion, base.GitRev, base.GitDirty = prov.BLAS, prov.GoVersion, prov.GitRev, prov.Dirty
+	base.BLAS, base.GoVersion, base.GitRev, base.GitDirty, base.Machine = prov.BLAS, prov.GoVersion, prov.GitRev, prov.Dirty, prov.Machine
 	var rows []Row
 	for _, ts := range r.plan.TestSets() {
 		if err := ctx.Err(); err != nil {

@@ -178,6 +178,7 @@ var columns = []column{
 	{"git_rev", func(r Row) string { return r.GitRev }},
 	{"git_dirty", func(r Row) string { return strconv.FormatBool(r.GitDirty) }},
 	{"why", func(r Row) string { return r.Why }},
+	{"machine", func(r Row) string { return r.Machine }},
 }
 
 func csvHeader() []string {

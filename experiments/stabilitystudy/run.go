@@ -110,6 +110,8 @@ type Row struct {
 	GoVersion   string  `json:"go_version"`
 	GitRev      string  `json:"git_rev"`
 	GitDirty    bool    `json:"git_dirty"`
+	// Machine is trainer.ProvenanceInfo.Machine ("" in rows made before it).
+	Machine string `json:"machine,omitempty"`
 	// Loss and GradNorm are the curves of the run: the training loss (bits
 	// per byte, 5 significant digits) and the gradient norm before
 	// clipping (5 digits) of updates 1..Steps. They are kept in the job's
@@ -300,7 +302,7 @@ func (r *runner) runJob(ctx context.Context, j Job, ckpt, tag string) ([]Row, er
 		row.Params = ps.Count()
 	}
 	prov := trainer.Provenance()
-	row.BLAS, row.GoVersion, row.GitRev, row.GitDirty = prov.BLAS, prov.GoVersion, prov.GitRev, prov.Dirty
+	row.BLAS, row.GoVersion, row.GitRev, row.GitDirty, row.Machine = prov.BLAS, prov.GoVersion, prov.GitRev, prov.Dirty, prov.Machine
 	Summarize(&row, cfg.Warmup)
 	r.logf("%s %s: %s, %d spikes, %d grad-norm spikes, final train %.4f, val %.4f bits/byte\n",
 		tag, j.Key(), row.Status, row.Spikes, row.GradSpikes, float64(row.FinalTrain), float64(row.Val))

@@ -169,9 +169,12 @@ type Actions struct {
 // an interrupted one, 2 for a -job outside the plan.
 func (c *Command) Execute(preset string, a Actions) int {
 	if c.Compare != "" {
-		diffs, err := CompareCSV(a.Dir, c.Compare)
+		diffs, notes, err := CompareCSV(a.Dir, c.Compare)
 		if err != nil {
 			return c.Usage(err)
+		}
+		for _, n := range notes {
+			fmt.Fprintln(c.stdout, "note:", n)
 		}
 		for _, d := range diffs {
 			fmt.Fprintln(c.stdout, d)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -130,44 +131,61 @@ func runDependentColumn(name string) bool {
 
 // CompareCSV compares the results.csv of two output directories of the
 // same plan (a single-process run and a cluster run, or two revisions),
-// row by row in order: every column but the run-dependent ones (timings,
-// memory, git revision) must be equal. It returns the differences, as
-// "row N (first cells): column a != b", nil if none; an error if a file
-// cannot be read or the headers differ.
-func CompareCSV(a, b string) ([]string, error) {
+// row by row in order, on the columns both files have: every one but the
+// run-dependent ones (timings, memory, git revision) must be equal. It
+// returns the differences, as "row N (first cells): column a != b", nil if
+// none, and notes naming the columns only one file has (added to the
+// library between the two builds: not a difference); an error if a file
+// cannot be read.
+func CompareCSV(a, b string) (diffs, notes []string, err error) {
 	read := func(dir string) ([][]string, error) {
 		f, err := os.Open(filepath.Join(dir, FileCSV))
 		if err != nil {
 			return nil, err
 		}
 		defer f.Close()
-		return csv.NewReader(f).ReadAll()
+		recs, err := csv.NewReader(f).ReadAll()
+		if err == nil && len(recs) == 0 {
+			err = errors.Errorf("compare: %s is empty", filepath.Join(dir, FileCSV))
+		}
+		return recs, err
 	}
 	ra, err := read(a)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rb, err := read(b)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if len(ra) == 0 || len(rb) == 0 || strings.Join(ra[0], ",") != strings.Join(rb[0], ",") {
-		return nil, errors.Errorf("compare: %s and %s have different headers", filepath.Join(a, FileCSV), filepath.Join(b, FileCSV))
+	colB := map[string]int{}
+	for j, n := range rb[0] {
+		colB[n] = j
 	}
-	var out []string
+	for _, n := range ra[0] {
+		if _, ok := colB[n]; !ok && !runDependentColumn(n) {
+			notes = append(notes, fmt.Sprintf("column %s only in %s", n, a))
+		}
+	}
+	for _, n := range rb[0] {
+		if !slices.Contains(ra[0], n) && !runDependentColumn(n) {
+			notes = append(notes, fmt.Sprintf("column %s only in %s", n, b))
+		}
+	}
 	if len(ra) != len(rb) {
-		out = append(out, fmt.Sprintf("%d rows against %d", len(ra)-1, len(rb)-1))
+		diffs = append(diffs, fmt.Sprintf("%d rows against %d", len(ra)-1, len(rb)-1))
 	}
 	for i := 1; i < min(len(ra), len(rb)); i++ {
 		id := strings.Join(ra[i][:min(4, len(ra[i]))], ",")
 		for j, name := range ra[0] {
-			if runDependentColumn(name) || j >= len(ra[i]) || j >= len(rb[i]) {
+			jb, ok := colB[name]
+			if !ok || runDependentColumn(name) || j >= len(ra[i]) || jb >= len(rb[i]) {
 				continue
 			}
-			if ra[i][j] != rb[i][j] {
-				out = append(out, fmt.Sprintf("row %d (%s): %s %s != %s", i, id, name, ra[i][j], rb[i][j]))
+			if ra[i][j] != rb[i][jb] {
+				diffs = append(diffs, fmt.Sprintf("row %d (%s): %s %s != %s", i, id, name, ra[i][j], rb[i][jb]))
 			}
 		}
 	}
-	return out, nil
+	return diffs, notes, nil
 }

@@ -61,13 +61,18 @@ func TestCompareCSV(t *testing.T) {
 	a := write("encoding,seed,accuracy,train_ms_per_step,peak_rss_bytes,git_rev\nnone,1,0.5,10,100,abc\n")
 	same := write("encoding,seed,accuracy,train_ms_per_step,peak_rss_bytes,git_rev\nnone,1,0.5,12,200,def\n")
 	other := write("encoding,seed,accuracy,train_ms_per_step,peak_rss_bytes,git_rev\nnone,1,0.6,10,100,abc\n")
-	if d, err := CompareCSV(a, same); err != nil || d != nil {
+	if d, _, err := CompareCSV(a, same); err != nil || d != nil {
 		t.Errorf("timings, memory and revision differ only: %v, %v", d, err)
 	}
-	if d, err := CompareCSV(a, other); err != nil || len(d) != 1 || !strings.Contains(d[0], "accuracy 0.5 != 0.6") {
+	if d, _, err := CompareCSV(a, other); err != nil || len(d) != 1 || !strings.Contains(d[0], "accuracy 0.5 != 0.6") {
 		t.Errorf("an accuracy differs: %v, %v", d, err)
 	}
-	if _, err := CompareCSV(a, write("encoding,seed\nnone,1\n")); err == nil {
-		t.Error("different headers: no error")
+	// a column added since (machine) is a note; the common ones are compared
+	added := write("encoding,machine,seed,accuracy\nnone,linux,1,0.5\n")
+	if d, n, err := CompareCSV(a, added); err != nil || d != nil || len(n) != 1 || !strings.Contains(n[0], "machine only in") {
+		t.Errorf("an added column: %v, %v, %v", d, n, err)
+	}
+	if d, _, _ := CompareCSV(a, write("encoding,seed,accuracy\nnone,1,0.5\nnone,2,0.5\n")); len(d) != 1 {
+		t.Errorf("a row more: %v", d)
 	}
 }

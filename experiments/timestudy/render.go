@@ -100,6 +100,7 @@ var columns = []column{
 	{"git_dirty", func(r Row) string { return strconv.FormatBool(r.GitDirty) },
 		func(r *Row, s string) (err error) { r.GitDirty, err = strconv.ParseBool(s); return err }},
 	strCol("note", func(r *Row) *string { return &r.Note }),
+	strCol("machine", func(r *Row) *string { return &r.Machine }),
 }
 
 func csvHeader() []string {

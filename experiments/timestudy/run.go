@@ -59,6 +59,8 @@ type Row struct {
 	GoVersion      string  `json:"go_version"`
 	GitRev         string  `json:"git_rev"`
 	GitDirty       bool    `json:"git_dirty"`
+	// Machine is trainer.ProvenanceInfo.Machine ("" in rows made before it).
+	Machine string `json:"machine,omitempty"`
 }
 
 // Status values.
@@ -183,7 +185,7 @@ func (r *runner) runJob(ctx context.Context, j Job, ckpt, tag string) ([]Row, er
 		TrainLen: r.plan.TrainLen(), TrainSteps: tr.Steps, ValRepeatAcc: tr.Val, Params: tr.Params}
 	base.TrainMsPerStep, base.TrainLoss = tr.MsPerStep, tr.LastLoss
 	prov := tr.Provenance
-	base.BLAS, base.GoVersion, base.GitRev, base.GitDirty = prov.BLAS, prov.GoVersion, prov.GitRev, prov.Dirty
+	base.BLAS, base.GoVersion, base.GitRev, base.GitDirty, base.Machine = prov.BLAS, prov.GoVersion, prov.GitRev, prov.Dirty, prov.Machine
 	lengths := r.plan.Lengths()
 	return study.EvalEach(ctx, len(lengths), func(i int) (Row, error) {
 		row := base

@@ -1,6 +1,8 @@
 package trainer
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -22,6 +24,9 @@ type ProvenanceInfo struct {
 	// changes, false if unknown. See Provenance for where they come from.
 	GitRev string `json:"git_rev"`
 	Dirty  bool   `json:"dirty"`
+	// Machine is the OS and architecture, the CPUs the process may use and
+	// the CPU model ("linux/amd64, 2 CPUs, AMD EPYC 7B13").
+	Machine string `json:"machine,omitempty"`
 }
 
 var (
@@ -53,7 +58,7 @@ func Provenance() ProvenanceInfo {
 // provenanceFrom is Provenance from the binary's build settings, falling
 // back to gitRev (the working directory's revision) without vcs.revision.
 func provenanceFrom(settings []debug.BuildSetting, gitRev func() (rev string, dirty, ok bool)) ProvenanceInfo {
-	p := ProvenanceInfo{BLAS: graph.BLASName(), GoVersion: runtime.Version(), GitRev: "unknown"}
+	p := ProvenanceInfo{BLAS: graph.BLASName(), GoVersion: runtime.Version(), GitRev: "unknown", Machine: machine()}
 	for _, s := range settings {
 		switch s.Key {
 		case "vcs.revision":
@@ -69,6 +74,20 @@ func provenanceFrom(settings []debug.BuildSetting, gitRev func() (rev string, di
 		p.GitRev, p.Dirty = rev, dirty
 	}
 	return p
+}
+
+// machine describes this machine: GOOS/GOARCH, the CPUs this process may
+// use and the CPU model of /proc/cpuinfo (left out where there is none).
+func machine() string {
+	m := fmt.Sprintf("%s/%s, %d CPUs", runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				return m + ", " + strings.TrimSpace(v)
+			}
+		}
+	}
+	return m
 }
 
 // workingTreeRev is the HEAD of the checkout of this source file and whether
@@ -96,5 +115,9 @@ func (p ProvenanceInfo) String() string {
 	if p.Dirty {
 		rev += " (dirty)"
 	}
-	return "BLAS " + p.BLAS + ", " + p.GoVersion + ", git " + rev
+	out := "BLAS " + p.BLAS + ", " + p.GoVersion + ", git " + rev
+	if p.Machine != "" {
+		out += "; " + p.Machine
+	}
+	return out
 }

@@ -46,14 +46,14 @@ func (r *runner) render(rows []Row, pending []string) error {
 
 var csvHeader = []string{"preset", "encoding", "eval", "seed", "resolution", "grid", "status", "accuracy", "loss_nats", "images",
 	"eval_ms_per_image", "train_steps", "train_ms_per_step", "train_loss", "val_accuracy", "params", "peak_heap_bytes",
-	"peak_rss_bytes", "blas", "go_version", "git_rev", "git_dirty", "note"}
+	"peak_rss_bytes", "blas", "go_version", "git_rev", "git_dirty", "note", "machine"}
 
 func csvRow(r Row) []string {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	return []string{r.Preset, r.Encoding, r.Eval, strconv.FormatInt(r.Seed, 10), r.Resolution, r.Grid, r.Status,
 		f(r.Accuracy), f(r.Loss), strconv.Itoa(r.Images), f(r.EvalMsPerImage), strconv.Itoa(r.TrainSteps), f(r.TrainMsPerStep),
 		f(r.TrainLoss), f(r.ValAccuracy), strconv.Itoa(r.Params), strconv.FormatUint(r.PeakHeap, 10),
-		strconv.FormatUint(r.PeakRSS, 10), r.BLAS, r.GoVersion, r.GitRev, strconv.FormatBool(r.GitDirty), r.Note}
+		strconv.FormatUint(r.PeakRSS, 10), r.BLAS, r.GoVersion, r.GitRev, strconv.FormatBool(r.GitDirty), r.Note, r.Machine}
 }
 
 // label is the table label of a row: the encoding plus its evaluation

@@ -58,6 +58,8 @@ type Row struct {
 	GoVersion string `json:"go_version"`
 	GitRev    string `json:"git_rev"`
 	GitDirty  bool   `json:"git_dirty"`
+	// Machine is trainer.ProvenanceInfo.Machine ("" in rows made before it).
+	Machine string `json:"machine,omitempty"`
 }
 
 // Status values.
@@ -178,7 +180,7 @@ func (r *runner) runJob(ctx context.Context, j Job, ckpt, tag string) ([]Row, er
 	}
 	base := Row{Preset: r.plan.Preset, Encoding: j.Variant.Label(), Seed: j.Seed, TrainSteps: tr.Steps,
 		TrainMsPerStep: tr.MsPerStep, TrainLoss: tr.LastLoss, ValAccuracy: tr.Val, Params: tr.Params,
-		BLAS: tr.Provenance.BLAS, GoVersion: tr.Provenance.GoVersion, GitRev: tr.Provenance.GitRev, GitDirty: tr.Provenance.Dirty}
+		BLAS: tr.Provenance.BLAS, GoVersion: tr.Provenance.GoVersion, GitRev: tr.Provenance.GitRev, GitDirty: tr.Provenance.Dirty, Machine: tr.Provenance.Machine}
 	var rows []Row
 	for _, res := range r.plan.Resolutions {
 		ds, err := res.Apply(r.test)
