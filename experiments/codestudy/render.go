@@ -148,7 +148,6 @@ func pairedSections(f *File) string {
 	for _, fc := range f.Plan.Factors {
 		conds = append(conds, fmt.Sprintf("%d (%dL)", fc*L, fc))
 	}
-	var labels []string
 	var out strings.Builder
 	for _, pr := range []struct {
 		heading string
@@ -158,25 +157,18 @@ func pairedSections(f *File) string {
 		{"Paired comparisons, all targets", func(r Row) float64 { return r.BitsPerByte }, func(r Row) []float32 { return r.WindowBPB }},
 		{fmt.Sprintf("Paired comparisons, last L = %d targets", L), func(r Row) float64 { return r.BitsPerByteLast }, func(r Row) []float32 { return r.WindowBPBLast }},
 	} {
-		scores := map[[2]string]map[int64]study.Scores{}
+		var t study.ScoreTable
 		for _, r := range f.Rows {
 			if r.Status != StatusOK {
 				continue
-			}
-			if !slices.Contains(labels, r.Encoding) {
-				labels = append(labels, r.Encoding)
-			}
-			k := [2]string{r.Encoding, cond(r)}
-			if scores[k] == nil {
-				scores[k] = map[int64]study.Scores{}
 			}
 			sc := study.Scores{Value: pr.value(r)}
 			for _, v := range pr.items(r) {
 				sc.Items = append(sc.Items, float64(v))
 			}
-			scores[k][r.Seed] = sc
+			t.Add(r.Encoding, cond(r), r.Seed, sc)
 		}
-		out.WriteString(study.PairedSection(pr.heading, conds, labels, scores, "bits per byte", "bits/byte", "test windows", "%.3f", stats.LowerIsBetter))
+		out.WriteString(study.PairedSection(pr.heading, conds, &t, "bits per byte", "bits/byte", "test windows", "%.3f", stats.LowerIsBetter))
 	}
 	return out.String()
 }

@@ -72,28 +72,20 @@ func byEncoding(rows []Row, metric func(Row) float64) (map[[2]string]study.Cell,
 // graphs: graph g's item is 100·right_g·G/N (G graphs, N nodes), whose mean
 // over the graphs is the node accuracy in %, so the bootstrap resamples
 // graphs and keeps the accuracy's weighting by nodes.
-func pairedSection(p Plan, rows []Row, encs []string) string {
-	scores := map[[2]string]map[int64]study.Scores{}
+func pairedSection(p Plan, rows []Row) string {
+	var t study.ScoreTable
 	for _, r := range rows {
-		k := [2]string{r.Encoding, r.TestSet}
-		if scores[k] == nil {
-			scores[k] = map[int64]study.Scores{}
-		}
 		sc := study.Scores{Value: 100 * r.Accuracy}
 		if right, err := study.UnpackCounts(r.Right, r.Graphs); err == nil && r.Right != "" && r.Nodes > 0 {
-			w := 100 * float64(r.Graphs) / float64(r.Nodes)
-			sc.Items = make([]float64, len(right))
-			for g, c := range right {
-				sc.Items[g] = w * float64(c)
-			}
+			sc.Items = study.WeightedItems(right, 100*float64(r.Graphs)/float64(r.Nodes))
 		}
-		scores[k][r.Seed] = sc
+		t.Add(r.Encoding, r.TestSet, r.Seed, sc)
 	}
 	var conds []string
 	for _, ts := range p.TestSets() {
 		conds = append(conds, ts.Name)
 	}
-	return study.PairedSection("Paired comparisons", conds, encs, scores, "node accuracy", "points", "graphs", "%.2f", stats.HigherIsBetter)
+	return study.PairedSection("Paired comparisons", conds, &t, "node accuracy", "points", "graphs", "%.2f", stats.HigherIsBetter)
 }
 
 // Markdown renders table.md: node accuracy, graphs all right and loss per
@@ -153,7 +145,7 @@ func Markdown(p Plan, rows []Row, pending []string) string {
 	for _, r := range rows {
 		par[r.Encoding] = r.Params
 	}
-	b.WriteString(pairedSection(p, rows, encs))
+	b.WriteString(pairedSection(p, rows))
 	b.WriteString("\n## Speed\n\n")
 	fmt.Fprintf(&b, "Training ms per update (%d graphs padded to %d nodes) and evaluation ms per graph (means over seeds; measured as the study ran, so they include whatever else the machine ran).\n\n",
 		p.Base.Batch, p.Task.MaxNodes)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"slices"
 	"sort"
 	"strings"
 
@@ -47,12 +48,12 @@ func Pair(a, b map[int64]Scores) (PairedDiff, bool) {
 	}
 	sort.Slice(seeds, func(i, j int) bool { return seeds[i] < seeds[j] })
 	va, vb := make([]float64, len(seeds)), make([]float64, len(seeds))
-	d := make([][]float64, 0, len(seeds))
+	var d [][]float64 // per seed, the items' differences; nil unless every seed has them
+	items := true
 	for i, s := range seeds {
 		va[i], vb[i] = a[s].Value, b[s].Value
 		ia, ib := a[s].Items, b[s].Items
-		if d == nil || len(ia) == 0 || len(ia) != len(ib) {
-			d = nil
+		if items = items && len(ia) > 0 && len(ia) == len(ib); !items {
 			continue
 		}
 		di := make([]float64, len(ia))
@@ -64,7 +65,7 @@ func Pair(a, b map[int64]Scores) (PairedDiff, bool) {
 	var out PairedDiff
 	out.Seeds, _ = stats.Paired(va, vb)
 	out.Items = stats.Summary{Mean: math.NaN(), SD: math.NaN(), Lo: math.NaN(), Hi: math.NaN()}
-	if len(d) == len(seeds) {
+	if items {
 		if s, err := stats.PairedBootstrap(d, BootstrapReps, rand.New(rand.NewSource(BootstrapSeed))); err == nil {
 			out.Items = s
 		}
@@ -72,16 +73,50 @@ func Pair(a, b map[int64]Scores) (PairedDiff, bool) {
 	return out, true
 }
 
+// ScoreTable holds the scores of each (label, condition) by seed, with the
+// labels in the order they were first added: what PairedSection compares.
+// The zero value is empty and ready to use.
+type ScoreTable struct {
+	Labels []string
+	m      map[[2]string]map[int64]Scores
+}
+
+// Add records the scores of label under cond for seed (replacing any).
+func (t *ScoreTable) Add(label, cond string, seed int64, s Scores) {
+	if t.m == nil {
+		t.m = map[[2]string]map[int64]Scores{}
+	}
+	k := [2]string{label, cond}
+	if t.m[k] == nil {
+		t.m[k] = map[int64]Scores{}
+		if !slices.Contains(t.Labels, label) {
+			t.Labels = append(t.Labels, label)
+		}
+	}
+	t.m[k][seed] = s
+}
+
+// WeightedItems returns w·c for each per-item count c: the items whose mean
+// is a rate over a finer unit (right nodes per graph, w = 100·graphs/nodes,
+// average to the node accuracy in %).
+func WeightedItems(counts []int, w float64) []float64 {
+	out := make([]float64, len(counts))
+	for i, c := range counts {
+		out[i] = w * float64(c)
+	}
+	return out
+}
+
 // PairedSection renders a section of paired comparisons of a study's
-// table.md, headed "## " + heading: under each condition (conds, in order), the label with the best
-// mean (A) against every other label (B, in the order of labels), paired on
-// the seeds (t interval) and, where the scores carry items, on the seeds
-// and items (bootstrap); the reading is worded from the interval over
-// seeds (stats.Compare). scores maps (label, condition) to each seed's
-// scores; what names the metric and its unit ("accuracy", "points"), item
-// what the items are ("test images"). It returns "" with fewer than two
-// seeds.
-func PairedSection(heading string, conds, labels []string, scores map[[2]string]map[int64]Scores, what, unit, item, format string, dir stats.Direction) string {
+// table.md, headed "## " + heading: under each condition (conds, in
+// order), the label of t with the best mean (A) against every other label
+// (B, in t's order), paired on the seeds (t interval) and, where the scores
+// carry items, on the seeds and items (bootstrap); the reading is worded
+// from the interval over seeds (stats.Compare). what names the metric and
+// unit its unit ("accuracy", "points"), item what the items are ("test
+// images"). It returns "" with fewer than two seeds.
+func PairedSection(heading string, conds []string, t *ScoreTable, what, unit, item, format string, dir stats.Direction) string {
+	scores, labels := t.m, t.Labels
 	seeds := map[int64]bool{}
 	for _, m := range scores {
 		for s := range m {

@@ -1,6 +1,7 @@
 package study
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -41,11 +42,22 @@ func TestPairedSection(t *testing.T) {
 		}
 		return m
 	}
-	scores := map[[2]string]map[int64]Scores{
-		{"a", "x"}: sc(90, 91, 92), {"b", "x"}: sc(80, 80.5, 81), {"c", "x"}: sc(95, 85, 91),
-		{"a", "y"}: sc(10, 11, 12),
+	var tab ScoreTable
+	for _, c := range []struct {
+		label, cond string
+		m           map[int64]Scores
+	}{{"a", "x", sc(90, 91, 92)}, {"b", "x", sc(80, 80.5, 81)}, {"c", "x", sc(95, 85, 91)}, {"a", "y", sc(10, 11, 12)}} {
+		for seed := int64(1); seed <= 3; seed++ {
+			tab.Add(c.label, c.cond, seed, c.m[seed])
+		}
 	}
-	s := PairedSection("Paired comparisons", []string{"x", "y"}, []string{"a", "b", "c"}, scores, "accuracy", "points", "images", "%.2f", stats.HigherIsBetter)
+	if fmt.Sprint(tab.Labels) != "[a b c]" {
+		t.Errorf("labels %v, want them in the order added", tab.Labels)
+	}
+	if w := WeightedItems([]int{0, 2, 3}, 0.5); fmt.Sprint(w) != "[0 1 1.5]" {
+		t.Errorf("WeightedItems: %v", w)
+	}
+	s := PairedSection("Paired comparisons", []string{"x", "y"}, &tab, "accuracy", "points", "images", "%.2f", stats.HigherIsBetter)
 	for _, want := range []string{
 		"| x | a | b | +10.50 [+9.26, +11.74] | — | a beats b by 10.50 points",
 		"| x | a | c | +0.67 [", "no difference resolved between a and c",
@@ -57,7 +69,9 @@ func TestPairedSection(t *testing.T) {
 	if strings.Contains(s, "| y |") {
 		t.Errorf("a condition with one label has no comparison:\n%s", s)
 	}
-	if one := PairedSection("Paired comparisons", []string{"x"}, []string{"a"}, map[[2]string]map[int64]Scores{{"a", "x"}: sc(1)}, "accuracy", "points", "images", "%.2f", stats.HigherIsBetter); one != "" {
+	var single ScoreTable
+	single.Add("a", "x", 1, Scores{Value: 1})
+	if one := PairedSection("Paired comparisons", []string{"x"}, &single, "accuracy", "points", "images", "%.2f", stats.HigherIsBetter); one != "" {
 		t.Errorf("one seed: %q", one)
 	}
 }

@@ -5,12 +5,13 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"github.com/rpe-go/rpe/experiments/stats"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+
+	"github.com/rpe-go/rpe/experiments/stats"
 
 	"github.com/pkg/errors"
 

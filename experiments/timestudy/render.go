@@ -160,32 +160,22 @@ func cells(rows []Row, metric func(Row) float64) (map[[2]string]study.Cell, []st
 // sequences, R repeated events), whose mean is the accuracy in %.
 func pairedSection(f *File) string {
 	T := f.Plan.TrainLen()
-	var conds, labels []string
+	var conds []string
 	for _, fc := range f.Plan.Factors {
 		conds = append(conds, fmt.Sprintf("%d (%dT)", fc*T, fc))
 	}
-	scores := map[[2]string]map[int64]study.Scores{}
+	var t study.ScoreTable
 	for _, r := range f.Rows {
 		if r.Status != StatusOK {
 			continue
 		}
-		if !slices.Contains(labels, r.Encoding) {
-			labels = append(labels, r.Encoding)
-		}
-		k := [2]string{r.Encoding, fmt.Sprintf("%d (%dT)", r.EvalLen, r.Factor)}
-		if scores[k] == nil {
-			scores[k] = map[int64]study.Scores{}
-		}
 		sc := study.Scores{Value: 100 * r.RepeatAccuracy}
 		if len(r.RepeatRight) == r.Sequences && r.Repeats > 0 {
-			w := 100 * float64(r.Sequences) / float64(r.Repeats)
-			for _, c := range r.RepeatRight {
-				sc.Items = append(sc.Items, w*float64(c))
-			}
+			sc.Items = study.WeightedItems(r.RepeatRight, 100*float64(r.Sequences)/float64(r.Repeats))
 		}
-		scores[k][r.Seed] = sc
+		t.Add(r.Encoding, fmt.Sprintf("%d (%dT)", r.EvalLen, r.Factor), r.Seed, sc)
 	}
-	return study.PairedSection("Paired comparisons", conds, labels, scores, "accuracy on repeated events", "points", "test sequences", "%.2f", stats.HigherIsBetter)
+	return study.PairedSection("Paired comparisons", conds, &t, "accuracy on repeated events", "points", "test sequences", "%.2f", stats.HigherIsBetter)
 }
 
 // Markdown renders table.md: per encoding and positions, the accuracy and

@@ -181,18 +181,10 @@ func Markdown(p Plan, rows []Row, pending []string) string {
 // each resolution, the encoding of the best mean accuracy against every
 // other, paired on the seeds and on seeds and test images (the rows' Hits).
 func pairedSection(p Plan, rows []Row) string {
-	scores := map[[2]string]map[int64]study.Scores{} // (label, resolution) -> seed -> scores
-	var order []string
+	var t study.ScoreTable
 	for _, r := range rows {
 		if r.Status != StatusOK {
 			continue
-		}
-		k := [2]string{r.label(), r.Resolution}
-		if scores[k] == nil {
-			scores[k] = map[int64]study.Scores{}
-			if !slices.Contains(order, r.label()) {
-				order = append(order, r.label())
-			}
 		}
 		sc := study.Scores{Value: 100 * r.Accuracy}
 		if hits, err := study.UnpackHits(r.Hits, r.Images); err == nil && r.Hits != "" {
@@ -203,13 +195,13 @@ func pairedSection(p Plan, rows []Row) string {
 				}
 			}
 		}
-		scores[k][r.Seed] = sc
+		t.Add(r.label(), r.Resolution, r.Seed, sc)
 	}
 	conds := make([]string, len(p.Resolutions))
 	for i, res := range p.Resolutions {
 		conds[i] = res.Name
 	}
-	return study.PairedSection("Paired comparisons", conds, order, scores, "accuracy", "points", "test images", "%.2f", stats.HigherIsBetter)
+	return study.PairedSection("Paired comparisons", conds, &t, "accuracy", "points", "test images", "%.2f", stats.HigherIsBetter)
 }
 
 // Plot draws accuracy.png: one group of bars per encoding, one bar per
