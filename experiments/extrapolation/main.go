@@ -24,7 +24,8 @@
 // evaluate that model into the output directory, no rendering), and -render
 // merges whatever jobs have finished. scripts/slurm/ runs them as a Slurm job
 // array; without -job, one process runs them all and renders. -compare DIR
-// checks that two output directories hold the same rows (timings aside).
+// checks that two output directories hold the same rows (timings aside);
+// -redo ENC[,ENC] retrains and re-evaluates those encodings' models only.
 //
 // An interrupted study (Ctrl-C saves the current checkpoint) resumes where
 // it stopped when run again; a finished one only re-renders. Two processes
@@ -42,12 +43,14 @@ import (
 	"os"
 	"os/signal"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/pkg/errors"
 
+	"github.com/rpe-go/rpe/experiments/extrapstudy"
 	"github.com/rpe-go/rpe/experiments/study"
 	"github.com/rpe-go/rpe/experiments/trainer"
 	"github.com/rpe-go/rpe/posenc"
@@ -84,12 +87,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fail := func(err error) int {
 		fmt.Fprintln(stderr, "extrapolation:", err)
-		if errors.Is(err, study.ErrInterrupted) {
+		if errors.Is(err, extrapstudy.ErrInterrupted) {
 			return 130
 		}
 		return 1
 	}
-	preset, err := study.Preset(presetArg(args))
+	preset, err := extrapstudy.Preset(presetArg(args))
 	if err != nil {
 		return usage(err)
 	}
@@ -97,11 +100,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("extrapolation", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cf := trainer.BindFlags(fs, &plan.Base, posenc.PosLine)
-	fs.String("preset", "quick", "study preset: "+strings.Join(study.PresetNames(), ", ")+" (sets the defaults of the other flags)")
+	fs.String("preset", "quick", "study preset: "+strings.Join(extrapstudy.PresetNames(), ", ")+" (sets the defaults of the other flags)")
 	corpus := fs.String("corpus", "", "text file (default: $GOROOT/src/testdata/Isaac.Newton-Opticks.txt)")
 	out := fs.String("out", "", "output directory (default runs/extrapolation/<preset>)")
 	encodings := fs.String("encodings", "", "comma-separated trained encodings or variants name@option=value@..., overriding the preset's (encodings: "+
-		strings.Join(study.TrainableEncodings, ", ")+")")
+		strings.Join(extrapstudy.TrainableEncodings, ", ")+")")
 	seeds := fs.String("seeds", "", "comma-separated seeds, overriding the preset's")
 	maxWindows := fs.Int("max-windows", plan.MaxWindows, "score only the first N windows of the longest length (0: the whole validation split)")
 	saveEvery := fs.Int("save-every", plan.SaveEvery, "save a training checkpoint every N updates")
@@ -109,6 +112,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	render := fs.Bool("render", false, "only rewrite the tables and plots from the saved results")
 	listJobs := fs.Bool("jobs", false, "list the study's independent jobs, one line each (number, model), and exit")
 	job := fs.Int("job", -1, "run only job N of -jobs (its training and evaluations; no rendering) and exit")
+	var redo []string
+	fs.Func("redo", "comma-separated encodings (as in the tables) whose models are retrained and re-evaluated; the others are reused", func(v string) error {
+		for _, e := range strings.Split(v, ",") {
+			if e = strings.TrimSpace(e); e == "" {
+				return fmt.Errorf("empty encoding in %q", v)
+			}
+			redo = append(redo, e)
+		}
+		return nil
+	})
 	compare := fs.String("compare", "", "compare the rendered results of -out with those of this directory, ignoring timings and memory, and exit (status 1 if they differ)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -154,7 +167,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if !reflect.DeepEqual(plan, preset) {
 		// Overrides make another study: keep its files apart.
 		plan.Preset += "-custom"
-		plan.Reduced = study.DescribeReductions(plan)
+		plan.Reduced = extrapstudy.DescribeReductions(plan)
 	}
 	if *job < -1 {
 		return usage(fmt.Errorf("-job %d: a job is a number from 0 (see -jobs); omit -job to run the whole study", *job))
@@ -166,13 +179,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return usage(errors.New("-fresh deletes the saved results; it goes only with a whole run (not with -render, -jobs or -job)"))
 	}
 
-	opt := study.Options{Dir: *out, Progress: stderr, Log: stdout,
+	if len(redo) > 0 && (*render || *listJobs || *fresh) {
+		return usage(errors.New("-redo retrains some models of a run; it does not go with -render, -jobs or -fresh"))
+	}
+	for _, e := range redo {
+		if !slices.Contains(plan.Labels(), e) {
+			return usage(fmt.Errorf("-redo %s: no such encoding in the plan (it has %s)", e, strings.Join(plan.Labels(), ", ")))
+		}
+	}
+	opt := extrapstudy.Options{Dir: *out, Redo: redo, Progress: stderr, Log: stdout,
 		Command: "go run ./experiments/extrapolation " + strings.Join(args, " ")}
 	if len(args) == 0 {
 		opt.Command = "go run ./experiments/extrapolation"
 	}
 	if opt.Dir == "" {
-		opt.Dir = study.DefaultDir(plan.Preset)
+		opt.Dir = extrapstudy.DefaultDir(plan.Preset)
 	}
 	if !*listJobs { // the output directory before the corpus is read
 		if err := study.CheckOut(opt.Dir, *render); err != nil {
@@ -197,17 +218,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, "extrapolation:", trainer.Provenance()) // the first line of the log, which is stdout
 	if *render {
-		o, err := study.Render(plan, c, opt)
+		o, err := extrapstudy.Render(plan, c, opt)
 		if err != nil {
 			return fail(err)
 		}
-		if o.Pending > 0 {
-			fmt.Fprintf(stdout, "%d evaluation job(s) are not done yet; run without -render to do them\n", o.Pending)
+		if len(o.Pending) > 0 {
+			fmt.Fprintf(stdout, "%d model job(s) are not done yet (%s); run without -render to do them\n", len(o.Pending), strings.Join(o.Pending, ", "))
 		}
 		return 0
 	}
 	if *fresh {
-		if err := study.Clean(opt.Dir); err != nil {
+		if err := extrapstudy.Clean(opt.Dir); err != nil {
 			return fail(err)
 		}
 	}
@@ -215,20 +236,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() { <-ctx.Done(); stop() }() // a second Ctrl-C kills
 	if *job >= 0 {
-		o, err := study.RunJob(ctx, plan, c, opt, *job)
+		o, err := extrapstudy.RunJob(ctx, plan, c, opt, *job)
 		if err != nil {
 			return fail(err)
 		}
-		fmt.Fprintf(stdout, "job %d done in %s: %d training(s) (%d resumed), %d evaluation(s) run; %d evaluation(s) were already done\n",
-			*job, o.Wall.Round(1e9), o.Trained, o.Resumed, o.Evaluated, o.SkippedEvals)
+		fmt.Fprintf(stdout, "job %d done: %s\n", *job, o)
 		return 0
 	}
-	o, err := study.Run(ctx, plan, c, opt)
+	o, err := extrapstudy.Run(ctx, plan, c, opt)
 	if err != nil {
 		return fail(err)
 	}
-	fmt.Fprintf(stdout, "done in %s: %d trainings (%d resumed), %d evaluations run; %d models and %d evaluations were already done\n",
-		o.Wall.Round(1e9), o.Trained, o.Resumed, o.Evaluated, o.SkippedModels, o.SkippedEvals)
+	fmt.Fprintf(stdout, "done: %s\n", o)
 	return 0
 }
 
@@ -243,24 +262,24 @@ func splitList(s string) []string {
 }
 
 // compareDirs compares the results of two output directories (see
-// study.Compare): exit status 0 if they agree, 1 if they differ, 2 if one
+// extrapstudy.Compare): exit status 0 if they agree, 1 if they differ, 2 if one
 // cannot be read.
 func compareDirs(a, b string, stdout, stderr io.Writer) int {
 	if a == "" {
 		fmt.Fprintln(stderr, "extrapolation: -compare needs -out, the other directory")
 		return 2
 	}
-	fa, err := study.LoadResults(a)
+	fa, err := extrapstudy.LoadResults(a)
 	if err != nil {
 		fmt.Fprintln(stderr, "extrapolation:", err)
 		return 2
 	}
-	fb, err := study.LoadResults(b)
+	fb, err := extrapstudy.LoadResults(b)
 	if err != nil {
 		fmt.Fprintln(stderr, "extrapolation:", err)
 		return 2
 	}
-	d := study.Compare(fa, fb)
+	d := extrapstudy.Compare(fa, fb)
 	for _, line := range d {
 		fmt.Fprintln(stdout, line)
 	}

@@ -230,6 +230,9 @@ func (js *Jobs[S, R]) Run(ctx context.Context) (rows []R, ran, reused int, err e
 	if err := js.CheckRedo(); err != nil {
 		return nil, 0, 0, err
 	}
+	if err := js.checkStale(-1); err != nil {
+		return nil, 0, 0, err
+	}
 	for i := range js.Keys {
 		done, err := js.run(ctx, i, fmt.Sprintf("[%d/%d]", i+1, len(js.Keys)))
 		if err != nil {
@@ -254,8 +257,48 @@ func (js *Jobs[S, R]) RunJob(ctx context.Context, n int) error {
 	if n < 0 || n >= len(js.Keys) {
 		return errors.Errorf("%s: job %d does not exist (the plan has %d jobs, 0..%d)", js.Name, n, len(js.Keys), len(js.Keys)-1)
 	}
+	if err := js.checkStale(n); err != nil {
+		return err
+	}
 	_, err := js.run(ctx, n, fmt.Sprintf("[job %d]", n))
 	return err
+}
+
+// checkStale returns an error, before any work, if a job (job n, or every
+// job for n < 0) that is not to be redone has saved rows of another spec
+// and still has its checkpoint: that checkpoint was trained under the
+// other spec, and the engine would resume from it (it accepts a change of
+// steps or learning rate), so the new rows would come from a model of
+// neither configuration, and the old rows would be lost. Without a
+// checkpoint the job simply runs again from scratch.
+func (js *Jobs[S, R]) checkStale(n int) error {
+	if js.Fresh {
+		return nil
+	}
+	var stale []string
+	for i := range js.Keys {
+		if (n >= 0 && i != n) || js.redo(i) {
+			continue
+		}
+		if _, err := os.Stat(js.CkptPath(i)); err != nil {
+			continue
+		}
+		now, err := js.Spec(i)
+		if err != nil {
+			return err
+		}
+		if _, _, why, err := js.saved(i, now); err != nil {
+			return err
+		} else if why == whyOtherConfig {
+			stale = append(stale, js.Keys[i])
+		}
+	}
+	if len(stale) == 0 {
+		return nil
+	}
+	ex := stale[:min(3, len(stale))]
+	return errors.Errorf("%s: %d job(s) in %s (%s) hold rows and checkpoints of another configuration than this plan's; nothing was run: run with -fresh to start over, -redo their encodings to retrain them, or choose another -out directory",
+		js.Name, len(stale), js.Dir, strings.Join(ex, ", "))
 }
 
 // run runs job i unless its saved rows are valid; it reports whether they

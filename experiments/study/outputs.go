@@ -15,6 +15,13 @@ import (
 	"github.com/pkg/errors"
 )
 
+// The files every study writes in its output directory (WriteOutputs).
+const (
+	FileCSV   = "results.csv"
+	FileJSON  = "results.json"
+	FileTable = "table.md"
+)
+
 // Results is results.json of a study with plan P and rows R.
 type Results[P, R any] struct {
 	Preset string `json:"preset"`

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/rpe-go/rpe/experiments/trainer"
@@ -18,7 +19,7 @@ func ckptJobs(t *testing.T, dir string, runs map[string]int, log *bytes.Buffer) 
 	js := &Jobs[int, testRow]{Name: "test", Dir: dir, Keys: keys, Log: log}
 	js.Spec = func(i int) (int, error) { return 1, nil }
 	js.Do = func(ctx context.Context, i int, tag string) ([]testRow, error) {
-		cfg := tinyPlan().Base
+		cfg := tinyConfig()
 		cfg.Model.Pos, cfg.Steps = "none", 2
 		sum, err := trainer.Run(ctx, cfg, tinyCorpus(t), trainer.RunOptions{Ckpt: js.CkptPath(i), NoEval: true})
 		if err != nil {
@@ -102,5 +103,35 @@ func TestCommandRedo(t *testing.T) {
 	c = NewCommand("x", "x study", []string{"quick"}, "encodings", "runs/x", &out, &errb)
 	if got := c.Parse([]string{"-redo", "t5,,rope"}); got != 2 {
 		t.Fatalf("Parse -redo t5,,rope: %d, want 2", got)
+	}
+}
+
+// TestJobsStaleCheckpoint: saved rows of another spec whose checkpoint is
+// still there are refused before any job runs (the engine would resume
+// from a checkpoint of the other configuration); -redo or -fresh run
+// them, and without the checkpoint the job runs again from scratch.
+func TestJobsStaleCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	runs := map[string]int{}
+	var log bytes.Buffer
+	js := ckptJobs(t, dir, runs, &log)
+	if _, _, _, err := js.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	js.Spec = func(i int) (int, error) { return 2, nil }
+	_, _, _, err := js.Run(context.Background())
+	wantErr(t, err, "2 job(s)", "a-seed1, b-seed1", "another configuration", "nothing was run", "-fresh", "-redo")
+	if err := js.RunJob(context.Background(), 1); err == nil || !strings.Contains(err.Error(), "1 job(s)") {
+		t.Fatalf("RunJob of a stale job: %v", err)
+	}
+	if runs["a-seed1"] != 1 || runs["b-seed1"] != 1 {
+		t.Fatalf("stale jobs ran: %v", runs)
+	}
+	if err := os.Remove(js.CkptPath(0)); err != nil {
+		t.Fatal(err)
+	}
+	js.Redo = []string{"b"}
+	if _, ran, _, err := js.Run(context.Background()); err != nil || ran != 2 || runs["a-seed1"] != 2 || runs["b-seed1"] != 2 {
+		t.Fatalf("without a's checkpoint and with -redo b: ran %d, %v, runs %v", ran, err, runs)
 	}
 }

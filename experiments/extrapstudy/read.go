@@ -1,4 +1,4 @@
-package study
+package extrapstudy
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/pkg/errors"
+	"github.com/rpe-go/rpe/experiments/study"
 )
 
 // LoadResults reads the results.json that Run or Render wrote in dir (a
@@ -19,7 +20,7 @@ import (
 func LoadResults(dir string) (*File, error) {
 	var f File
 	path := filepath.Join(dir, FileJSON)
-	if err := readJSON(path, &f); err != nil {
+	if err := study.ReadJSON(path, &f); err != nil {
 		return nil, errors.WithMessage(err, "study: loading results")
 	}
 	if len(f.Rows) == 0 {
@@ -64,7 +65,7 @@ func (f *File) TrainLen() int {
 // BitsPerByte returns the bits per byte of encoding at evaluation length le
 // under protocol (ProtocolAll or ProtocolLast), aggregated over seeds, and
 // whether there is such a result.
-func (f *File) BitsPerByte(encoding string, le int, protocol string) (Cell, bool) {
+func (f *File) BitsPerByte(encoding string, le int, protocol string) (study.Cell, bool) {
 	c, ok := aggregate(f.Rows, func(r Row) float64 { return r.BitsPerByte })[cellKey{encoding, le, protocol}]
 	return c, ok
 }
@@ -147,7 +148,7 @@ func (f *File) Table(protocol string) string {
 // than the model: timings, memory peaks, the build's revision. Compare
 // ignores them.
 var RunDependent = []string{"eval_ms_per_token", "train_ms_per_step", "train_tokens_per_sec", "peak_heap_mb",
-	"peak_rss_mb", "rss_source", "git_rev", "git_dirty", "preset"}
+	"peak_rss_mb", "rss_source", "git_rev", "git_dirty", "machine", "preset"}
 
 // Compare returns the differences between the rows of two studies of the
 // same plan (for example a single-process run and a cluster run): rows

@@ -1,4 +1,4 @@
-package study
+package extrapstudy
 
 import (
 	"math"
@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/rpe-go/rpe/experiments/study"
 )
 
 func TestLoadResults(t *testing.T) {
@@ -26,7 +28,7 @@ func TestLoadResults(t *testing.T) {
 			row("learned", 1, 64, pr, 3.3),
 			Row{Encoding: "learned", Seed: 1, TrainLen: 64, EvalLen: 128, Protocol: pr, Status: StatusNA, Note: "beyond"})
 	}
-	if err := writeJSON(filepath.Join(dir, FileJSON), File{Preset: "t", Rows: rows}); err != nil {
+	if err := study.WriteJSON(filepath.Join(dir, FileJSON), File{Preset: "t", Rows: rows}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := LoadResults(dir)

@@ -1,10 +1,9 @@
-package study
+package extrapstudy
 
 import (
 	"errors"
 	"math"
 	"testing"
-	"time"
 
 	"github.com/rpe-go/rpe/experiments/trainer"
 	"github.com/rpe-go/rpe/graph"
@@ -196,21 +195,4 @@ func TestScoreWindowsErrors(t *testing.T) {
 	wantErr(t, err, "20 bytes", "too short", "32+1")
 	_, _, err = scoreWindows(params, cfg.Model, text, 8, 9, 1)
 	wantErr(t, err, "last-n 9")
-}
-
-func TestMemorySampler(t *testing.T) {
-	s := startMemSampler(time.Millisecond)
-	buf := make([]byte, 64<<20)
-	for i := range buf {
-		buf[i] = byte(i)
-	}
-	time.Sleep(5 * time.Millisecond)
-	m := s.Stop()
-	if m.PeakHeap < 64<<20 {
-		t.Errorf("peak heap %d < 64 MiB after allocating 64 MiB", m.PeakHeap)
-	}
-	if _, ok := ProcStatus("VmRSS"); ok && m.PeakRSS < 64<<20 {
-		t.Errorf("peak RSS %d (%s) < 64 MiB after touching 64 MiB", m.PeakRSS, m.RSSSource)
-	}
-	_ = buf[len(buf)-1]
 }

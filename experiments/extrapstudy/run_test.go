@@ -1,4 +1,4 @@
-package study
+package extrapstudy
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rpe-go/rpe/experiments/study"
 	"github.com/rpe-go/rpe/experiments/trainer"
 )
 
@@ -43,7 +44,7 @@ func (c *counter) hooks() Hooks {
 
 func run(t *testing.T, p Plan, dir string, c *counter) (*Outcome, error) {
 	t.Helper()
-	return Run(context.Background(), p, tinyCorpus(t), Options{Dir: dir, GitRev: "test", Hooks: c.hooks()})
+	return Run(context.Background(), p, tinyCorpus(t), Options{Dir: dir, Hooks: c.hooks()})
 }
 
 // scores maps "encoding/seed/len/protocol" to the status and bits per byte
@@ -65,8 +66,8 @@ func TestRunAndRerender(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := len(RopeScalings)
-	if o.Trained != 3 || o.Evaluated != 3+ns || o.Pending != 0 {
-		t.Fatalf("trained %d, evaluated %d, pending %d; want 3, %d, 0", o.Trained, o.Evaluated, o.Pending, 3+ns)
+	if o.Trained != 3 || len(c.evals) != 3+ns || len(o.Pending) != 0 {
+		t.Fatalf("trained %d, evaluated %v, pending %v; want 3, %d, none", o.Trained, c.evals, o.Pending, 3+ns)
 	}
 	// Rows: none, learned, rope at 3 lengths x 2 protocols; the scalings at 2 lengths x 2.
 	if len(o.Rows) != 3*3*2+ns*2*2 {
@@ -96,7 +97,7 @@ func TestRunAndRerender(t *testing.T) {
 			if r.EvalLen == 32 && !(r.PeakHeapMB > 0) {
 				t.Errorf("%s at 4L: no peak heap", r.Encoding)
 			}
-			if !(r.TrainMsPerStep > 0) || r.TrainSteps != 6 || r.GitRev != "test" {
+			if !(r.TrainMsPerStep > 0) || r.TrainSteps != 6 || r.GitRev == "" || r.Machine == "" || r.BLAS == "" {
 				t.Errorf("%s: training fields %+v", r.Encoding, r)
 			}
 		}
@@ -128,8 +129,8 @@ func TestRunAndRerender(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o2.Trained != 0 || o2.Evaluated != 0 || len(c2.starts) != 0 || len(c2.evals) != 0 || o2.SkippedEvals != 3+ns {
-		t.Errorf("rerun trained %d, evaluated %d (hooks %v %v), skipped %d evaluations", o2.Trained, o2.Evaluated, c2.starts, c2.evals, o2.SkippedEvals)
+	if o2.Trained != 0 || len(c2.starts) != 0 || len(c2.evals) != 0 || o2.Reused != 3 {
+		t.Errorf("rerun trained %d (hooks %v %v), reused %d models", o2.Trained, c2.starts, c2.evals, o2.Reused)
 	}
 	if !mapsEqual(scores(o.Rows), scores(o2.Rows)) {
 		t.Errorf("re-rendered rows differ")
@@ -174,8 +175,8 @@ func TestResume(t *testing.T) {
 	}
 	// The partial results are rendered on request, alibi and rope pending.
 	o, err := Render(p, tinyCorpus(t), Options{Dir: dir})
-	if err != nil || o.Pending != 3 {
-		t.Fatalf("render of the partial study: %v, %d pending", err, o.Pending)
+	if err != nil || !slices.Equal(o.Pending, []string{"alibi-seed1", "rope-seed1"}) {
+		t.Fatalf("render of the partial study: %v, pending %v", err, o.Pending)
 	}
 
 	c2 := newCounter()
@@ -202,8 +203,8 @@ func TestResume(t *testing.T) {
 	if len(c3.starts) != 1 || !slices.Equal(c3.starts["rope-seed1"], []int{5}) || c3.steps["rope-seed1"] != 1 {
 		t.Errorf("third session trainings %v, steps %v; want rope from 5, 1 update", c3.starts, c3.steps)
 	}
-	if !slices.Equal(c3.evals, []string{"rope-seed1", "rope-pi-seed1"}) || o3.Resumed != 1 || o3.SkippedEvals != 2 {
-		t.Errorf("third session evaluated %v, resumed %d, skipped %d", c3.evals, o3.Resumed, o3.SkippedEvals)
+	if !slices.Equal(c3.evals, []string{"rope-seed1", "rope-pi-seed1"}) || o3.Resumed != 1 || o3.Reused != 2 {
+		t.Errorf("third session evaluated %v, resumed %d, reused %d", c3.evals, o3.Resumed, o3.Reused)
 	}
 	if a, b := scores(ref.Rows), scores(o3.Rows); !mapsEqual(a, b) {
 		t.Errorf("interrupted study differs from the uninterrupted one:\n%v\n%v", a, b)
@@ -265,7 +266,7 @@ func TestMismatchedOutputDir(t *testing.T) {
 	p.Base.Steps = 8
 	c := newCounter()
 	_, err := run(t, p, dir, c)
-	wantErr(t, err, "different configuration", "-fresh")
+	wantErr(t, err, "none-seed1", "another configuration", "nothing was run", "-fresh")
 	if len(c.starts)+len(c.evals) != 0 {
 		t.Errorf("work started: %v %v", c.starts, c.evals)
 	}
@@ -374,7 +375,7 @@ func TestAggregate(t *testing.T) {
 	if s := fmtCell(cells[cellKey{"none", 8, ProtocolAll}], true, 3); s != "2.000 ± 1.000 [-0.484, 4.484]" {
 		t.Errorf("cell %q", s)
 	}
-	if _, ok := cells[cellKey{"none", 16, ProtocolAll}]; ok || fmtCell(Cell{}, false, 3) != "pending" {
+	if _, ok := cells[cellKey{"none", 16, ProtocolAll}]; ok || fmtCell(study.Cell{}, false, 3) != "pending" {
 		t.Errorf("missing cell")
 	}
 }
@@ -414,7 +415,7 @@ func TestWholeSplit(t *testing.T) {
 	if (len(c.Val)-1)%32 == 0 {
 		t.Fatalf("the tiny validation split (%d bytes) should not tile by 32", len(c.Val))
 	}
-	o, err := Run(context.Background(), p, c, Options{Dir: t.TempDir(), GitRev: "test"})
+	o, err := Run(context.Background(), p, c, Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,7 +448,7 @@ func TestJobsEqualRun(t *testing.T) {
 		t.Fatalf("%d jobs, want 2 encodings x 2 seeds", len(jobs))
 	}
 	for n := len(jobs) - 1; n >= 0; n-- {
-		o, err := RunJob(context.Background(), p, tinyCorpus(t), Options{Dir: dir, GitRev: "test"}, n)
+		o, err := RunJob(context.Background(), p, tinyCorpus(t), Options{Dir: dir}, n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -455,7 +456,7 @@ func TestJobsEqualRun(t *testing.T) {
 			t.Fatalf("job %d: %d trainings, rendered %v; want 1 training and no rendering", n, o.Trained, o.Files)
 		}
 	}
-	o, err := Render(p, tinyCorpus(t), Options{Dir: dir, GitRev: "test"})
+	o, err := Render(p, tinyCorpus(t), Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,9 +470,9 @@ func TestJobsEqualRun(t *testing.T) {
 		}
 	}
 	// A finished job is skipped when run again.
-	o, err = RunJob(context.Background(), p, tinyCorpus(t), Options{Dir: dir, GitRev: "test"}, 0)
-	if err != nil || o.Trained != 0 || o.Evaluated != 0 {
-		t.Fatalf("rerun of a finished job: %d trainings, %d evaluations, %v", o.Trained, o.Evaluated, err)
+	o, err = RunJob(context.Background(), p, tinyCorpus(t), Options{Dir: dir}, 0)
+	if err != nil || o.Trained != 0 || o.Reused != 1 {
+		t.Fatalf("rerun of a finished job: %d trainings, %d reused, %v", o.Trained, o.Reused, err)
 	}
 	_, err = RunJob(context.Background(), p, tinyCorpus(t), Options{Dir: dir}, 4)
 	wantErr(t, err, "job 4", "4 jobs, numbered 0 to 3")
@@ -489,7 +490,7 @@ func TestLocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = run(t, p, dir, newCounter())
-	wantErr(t, err, "none-seed1 is being trained or evaluated by another process", "pid")
+	wantErr(t, err, "none-seed1/job.lock is locked by another run", "pid")
 	wantErr(t, Clean(dir), "not cleaning", "pid")
 	unlock()
 	unlock, err = trainer.Lock(filepath.Join(dir, renderLock))
@@ -497,7 +498,7 @@ func TestLocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = run(t, p, dir, newCounter())
-	wantErr(t, err, "another process is rendering")
+	wantErr(t, err, "render.lock is locked by another run")
 	wantErr(t, Clean(dir), "not cleaning")
 	unlock()
 	if _, err := Render(p, tinyCorpus(t), Options{Dir: dir}); err != nil {
@@ -517,7 +518,7 @@ func TestCells(t *testing.T) {
 		rows = append(rows, Row{Encoding: "alibi", Seed: int64(i + 1), EvalLen: 16, Status: StatusOK, BitsPerByte: 1})
 		rows = append(rows, Row{Encoding: "rope", Seed: int64(i + 1), EvalLen: 16, Status: StatusNA, Note: "beyond"})
 	}
-	cells, labels := Cells(rows, func(r Row) string { return r.Encoding }, func(r Row) string { return strconv.Itoa(r.EvalLen) },
+	cells, labels := study.Cells(rows, func(r Row) string { return r.Encoding }, func(r Row) string { return strconv.Itoa(r.EvalLen) },
 		func(r Row) (bool, string) { return r.Status != StatusOK, r.Note }, func(r Row) float64 { return r.BitsPerByte })
 	if !slices.Equal(labels, []string{"rope", "alibi"}) {
 		t.Errorf("labels %q, want [rope alibi]", labels)
@@ -562,7 +563,7 @@ func TestRunDamagedCheckpoint(t *testing.T) {
 	}
 	var log bytes.Buffer
 	c := newCounter()
-	o, err := Run(context.Background(), p, tinyCorpus(t), Options{Dir: refDir, GitRev: "test", Hooks: c.hooks(), Log: &log})
+	o, err := Run(context.Background(), p, tinyCorpus(t), Options{Dir: refDir, Hooks: c.hooks(), Log: &log})
 	if err != nil {
 		t.Fatalf("%v\nlog:\n%s", err, log.String())
 	}

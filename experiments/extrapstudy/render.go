@@ -1,4 +1,4 @@
-package study
+package extrapstudy
 
 import (
 	"bytes"
@@ -17,61 +17,50 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
+	"github.com/rpe-go/rpe/experiments/study"
 	"github.com/rpe-go/rpe/experiments/trainer"
 	"github.com/rpe-go/rpe/experiments/viz"
 )
 
-// Files written by Render in the output directory.
+// Files written by Render in the output directory (the framework's
+// names).
 const (
-	FileCSV   = "results.csv"
-	FileJSON  = "results.json"
-	FileTable = "table.md"
+	FileCSV   = study.FileCSV
+	FileJSON  = study.FileJSON
+	FileTable = study.FileTable
 )
 
 // PlotFile is the name of the plot of a protocol: "bpb_all.png",
 // "bpb_last-L.png".
 func PlotFile(protocol string) string { return "bpb_" + protocol + ".png" }
 
-// Render writes the results of plan p found in opt.Dir as results.csv,
-// results.json, table.md and one PNG plot per protocol, without training or
-// evaluating anything; evaluations not done yet show as pending. It
-// validates p and c like Run (the corpus defines the evaluation text the
-// results must match).
-func Render(p Plan, c *trainer.Corpus, opt Options) (*Outcome, error) {
-	r, err := newRunner(p, c, opt)
-	if err != nil {
-		return nil, err
+// order puts the saved rows in table order (the encodings as evaluated,
+// EvalNames; within one, the models in plan order), fills in what each row
+// records of the plan (describeRow), and returns the training
+// configuration of every model with rows.
+func (r *runner) order(saved []Row) ([]Row, map[string]trainer.Config) {
+	evals := map[[2]string]EvalJob{}
+	for _, m := range r.jobs {
+		for _, j := range r.plan.EvalJobs(m) {
+			evals[[2]string{m.Key(), j.Encoding}] = j
+		}
 	}
-	return r.out, r.render()
-}
-
-// collect reads every result of the plan, in table order.
-func (r *runner) collect() ([]Row, map[string]trainer.Config, int, error) {
 	byEnc := map[string][]Row{}
 	configs := map[string]trainer.Config{}
-	pending := 0
-	for _, m := range r.plan.ModelJobs() {
-		for _, j := range r.plan.EvalJobs(m) {
-			f, err := r.loadEval(j)
-			if err != nil {
-				return nil, nil, 0, err
-			}
-			if f == nil {
-				pending++
-				continue
-			}
-			configs[m.Key()] = m.Cfg
-			for _, row := range f.Rows {
-				describeRow(&row, r.plan, j)
-				byEnc[j.Encoding] = append(byEnc[j.Encoding], row)
-			}
+	for _, row := range saved {
+		j, ok := evals[[2]string{row.Model, row.Encoding}]
+		if !ok {
+			continue // saved under a spec that matches, so this cannot happen
 		}
+		configs[row.Model] = j.Model.Cfg
+		describeRow(&row, r.plan, j)
+		byEnc[row.Encoding] = append(byEnc[row.Encoding], row)
 	}
 	var rows []Row
 	for _, e := range r.plan.EvalNames() {
 		rows = append(rows, byEnc[e]...)
 	}
-	return rows, configs, pending, nil
+	return rows, configs
 }
 
 // describeRow sets the row's BaseEncoding, Overrides and PosOptions from
@@ -80,23 +69,17 @@ func describeRow(row *Row, p Plan, j EvalJob) {
 	cfg := p.EvalModel(j, row.EvalLen)
 	row.BaseEncoding, row.Overrides = cfg.Model.Pos, ""
 	if j.Encoding == j.Model.Encoding {
-		if v, err := ParseVariant(j.Model.Encoding); err == nil {
+		if v, err := study.ParseVariant(j.Model.Encoding); err == nil {
 			row.Overrides = v.OverridesString()
 		}
 	}
 	row.PosOptions = resolvedPosOptions(cfg.Model)
 }
 
-func (r *runner) render() error {
-	unlock, err := trainer.Lock(filepath.Join(r.opt.Dir, renderLock))
-	if err != nil {
-		return errors.WithMessage(err, "another process is rendering this output directory")
-	}
-	defer unlock()
-	rows, configs, pending, err := r.collect()
-	if err != nil {
-		return err
-	}
+// render writes the outputs from the saved rows of the jobs that are done
+// (study.Jobs.Render, under its render lock); pending are the others.
+func (r *runner) render(saved []Row, pending []string) error {
+	rows, configs := r.order(saved)
 	r.out.Rows, r.out.Pending = rows, pending
 	dir := r.opt.Dir
 	path := func(n string) string { return filepath.Join(dir, n) }
@@ -108,11 +91,11 @@ func (r *runner) render() error {
 	if file.Rows == nil {
 		file.Rows = []Row{}
 	}
-	if err := writeJSON(path(FileJSON), file); err != nil {
+	if err := study.WriteJSON(path(FileJSON), file); err != nil {
 		return err
 	}
 	md := r.markdown(rows, pending)
-	if err := WriteFileAtomic(path(FileTable), []byte(md)); err != nil {
+	if err := study.WriteFileAtomic(path(FileTable), []byte(md)); err != nil {
 		return err
 	}
 	r.out.Files = []string{path(FileCSV), path(FileJSON), path(FileTable)}
@@ -135,7 +118,7 @@ func protocolTitle(pr string, l int) string {
 }
 
 // fmtCell formats an aggregated cell with prec decimals.
-func fmtCell(c Cell, ok bool, prec int) string {
+func fmtCell(c study.Cell, ok bool, prec int) string {
 	switch {
 	case !ok:
 		return "pending"
@@ -146,7 +129,7 @@ func fmtCell(c Cell, ok bool, prec int) string {
 }
 
 // markdown renders table.md.
-func (r *runner) markdown(rows []Row, pending int) string {
+func (r *runner) markdown(rows []Row, pending []string) string {
 	p := r.plan
 	L := p.TrainLen()
 	var b strings.Builder
@@ -179,6 +162,9 @@ func (r *runner) markdown(rows []Row, pending int) string {
 	if bs := distinct(rows, func(r Row) string { return r.BLAS }); len(bs) > 0 {
 		fmt.Fprintf(&b, "- Build: BLAS %s; %s\n", strings.Join(bs, ", "), strings.Join(distinct(rows, func(r Row) string { return r.GoVersion }), ", "))
 	}
+	if ms := distinct(rows, func(r Row) string { return r.Machine }); len(ms) > 0 {
+		fmt.Fprintf(&b, "- Machine: %s\n", strings.Join(ms, "; "))
+	}
 	fmt.Fprintf(&b, "- %s\n", seedNote(len(p.Seeds)))
 	if vs := p.variantLines(); len(vs) > 0 {
 		b.WriteString("- Variants: `name@option=value` is the encoding trained with that option of the configuration overridden:")
@@ -187,8 +173,8 @@ func (r *runner) markdown(rows []Row, pending int) string {
 		}
 		b.WriteString(" every row's resolved position options are in results.csv and results.json\n")
 	}
-	if pending > 0 {
-		fmt.Fprintf(&b, "- **Incomplete**: %d evaluation job(s) pending\n", pending)
+	if len(pending) > 0 {
+		fmt.Fprintf(&b, "- **Incomplete**: %d of %d model job(s) pending: %s\n", len(pending), len(r.jobs), strings.Join(pending, ", "))
 	}
 	b.WriteString("- n/a: learned absolute positions have no embedding beyond the training length\n")
 
@@ -251,7 +237,7 @@ func (r *runner) markdown(rows []Row, pending int) string {
 			}
 			return "pending"
 		}
-		c := NewCell(v)
+		c := study.NewCell(v)
 		if c.Mean >= 100 {
 			return fmtCell(c, true, 0)
 		}
@@ -272,7 +258,7 @@ func (r *runner) markdown(rows []Row, pending int) string {
 		if len(v) == 0 {
 			return "pending"
 		}
-		c := NewCell(v)
+		c := study.NewCell(v)
 		return fmtCell(c, true, 0)
 	}
 	for _, e := range p.EvalNames() {
@@ -324,7 +310,7 @@ func distinct(rows []Row, key func(Row) string) []string {
 func (p Plan) variantLines() []string {
 	var out []string
 	for _, e := range p.Encodings {
-		v, err := ParseVariant(e)
+		v, err := study.ParseVariant(e)
 		if err != nil || len(v.Overrides) == 0 {
 			continue
 		}
@@ -520,7 +506,7 @@ func (r *runner) plot(rows []Row, pr, path string) error {
 	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&buf); err != nil {
 		return errors.Wrapf(err, "drawing plot %s", path)
 	}
-	return WriteFileAtomic(path, buf.Bytes())
+	return study.WriteFileAtomic(path, buf.Bytes())
 }
 
 // precTicks are plot.DefaultTicks labelled with the fewest decimals (the

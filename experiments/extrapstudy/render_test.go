@@ -1,4 +1,4 @@
-package study
+package extrapstudy
 
 import (
 	"context"
@@ -44,7 +44,7 @@ func TestFileModes(t *testing.T) {
 	defer syscall.Umask(old)
 	dir := filepath.Join(t.TempDir(), "out")
 	p := tinyPlan("none")
-	if _, err := Run(context.Background(), p, tinyCorpus(t), Options{Dir: dir, GitRev: "test"}); err != nil {
+	if _, err := Run(context.Background(), p, tinyCorpus(t), Options{Dir: dir}); err != nil {
 		t.Fatal(err)
 	}
 	n := 0
@@ -83,7 +83,7 @@ func TestRenderDescribes(t *testing.T) {
 	dir := t.TempDir()
 	p := tinyPlan("sinusoidal", "t5@t5-max-distance=8@t5-buckets=8")
 	p.Seeds = []int64{1, 2}
-	o, err := Run(context.Background(), p, tinyCorpus(t), Options{Dir: dir, GitRev: "test"})
+	o, err := Run(context.Background(), p, tinyCorpus(t), Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestRenderDescribes(t *testing.T) {
 	// One seed: no ±.
 	q := tinyPlan("none")
 	dir1 := t.TempDir()
-	if _, err := Run(context.Background(), q, tinyCorpus(t), Options{Dir: dir1, GitRev: "test"}); err != nil {
+	if _, err := Run(context.Background(), q, tinyCorpus(t), Options{Dir: dir1}); err != nil {
 		t.Fatal(err)
 	}
 	if md, _ := os.ReadFile(filepath.Join(dir1, FileTable)); !strings.Contains(string(md), "one seed, single values (no ±)") || strings.Contains(string(md), " ± ") {
