@@ -62,8 +62,8 @@ type XL struct {
 	// (Options.Alpha).
 	Alpha bool
 	// Memo builds P = R·W_r with one op that keeps its result between
-	// runs of the graph while W_r holds the same values (compared at every
-	// run), instead of G.Mul and a transpose per run: the same values, for
+	// runs of the graph while W_r holds the same values (its bits compared
+	// at every run), instead of G.Mul and a transpose per run: the same values, for
 	// graphs that run many times over one span, as layers.Decoder's does
 	// (it sets Memo). That op has no gradient: forward-only graphs only.
 	Memo bool
