@@ -5,6 +5,7 @@ import (
 
 	"github.com/pkg/errors"
 	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
 
 	"github.com/rpe-go/rpe/graph"
 	"github.com/rpe-go/rpe/posenc"
@@ -21,8 +22,8 @@ type AttentionConfig struct {
 	// Causal masks keys after each query (by absolute position).
 	Causal bool
 	// Pos is the position encoding (nil: none). Attention only uses its hook
-	// interfaces (posenc.QKTransformer, ScoreTermer, Scaler, ScoreBiaser,
-	// ValueTermer).
+	// interfaces (posenc.QKTransformer, ScoreTermer, QueryBiasTermer,
+	// Scaler, ScoreBiaser, ValueTermer).
 	Pos posenc.Encoding
 	// Stream computes the attention with graph.StreamAttention (tiles of
 	// keys, online softmax, no [B, H, Tq, Tk] tensor in the forward or the
@@ -215,7 +216,13 @@ func (a *Attention) fwdHooks(xq, xkv *G.Node, b, tq, tk, h, dh, d int, span pose
 	}
 	qkT, needQK := a.Cfg.Pos.(posenc.QKTransformer)
 	termer, hasTerms := a.Cfg.Pos.(posenc.ScoreTermer)
-	q, k, v, err := a.projectQKV(xq, xkv, needQK || hasTerms)
+	// Against a key/value cache, an encoding whose terms hold a bias on the
+	// queries (posenc.QueryBiasTermer: XL's u) has it added to the queries
+	// of the content product instead, (q + b)·kᵀ: the cached keys are read
+	// once and split into heads for no hook.
+	qb, biasQ := a.Cfg.Pos.(posenc.QueryBiasTermer)
+	biasQ = biasQ && a.mem != nil
+	q, k, v, err := a.projectQKV(xq, xkv, needQK || hasTerms && !biasQ)
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +234,12 @@ func (a *Attention) fwdHooks(xq, xkv *G.Node, b, tq, tk, h, dh, d int, span pose
 
 	// probs = softmax((q kᵀ + terms) * scale + bias | mask), one fused op
 	opts := graph.AttentionOpts{Heads: h, Scale: 1 / math.Sqrt(float64(dh)), Probe: a.probe}
-	if hasTerms {
+	switch {
+	case biasQ:
+		if opts.Terms, q, err = a.queryBiasTerms(qb, site, q); err != nil {
+			return nil, err
+		}
+	case hasTerms:
 		if opts.Terms, err = termer.ScoreTerms(site, q, k); err != nil { // [B, H, Tq, Tk]
 			return nil, err
 		}
@@ -271,6 +283,40 @@ func (a *Attention) fwdHooks(xq, xkv *G.Node, b, tq, tk, h, dh, d int, span pose
 		return nil, errors.Wrapf(err, "attention %s: probs.v", name)
 	}
 	return a.O.Fwd(out) // [B, Tq, d]
+}
+
+// queryBiasTerms returns the terms of a QueryBiasTermer, QueryTerms of q
+// [B, H, Tq, dh] (q [B, Tq, H*dh] is split for it), and the queries of the
+// content product, q + b in q's layout.
+func (a *Attention) queryBiasTerms(qb posenc.QueryBiasTermer, site *posenc.Site, q *G.Node) (terms, qc *G.Node, err error) {
+	name := a.Cfg.Name
+	h, dh := site.H, site.DHead
+	qs := q
+	if q.Dims() == 3 {
+		if qs, err = graph.SplitHeads(q, h); err != nil { // [B, H, Tq, dh]
+			return nil, nil, err
+		}
+	}
+	if terms, err = qb.QueryTerms(site, qs); err != nil { // [B, H, Tq, Tk]
+		return nil, nil, err
+	}
+	b, err := qb.QueryBias(site) // [H, dh]
+	if err != nil {
+		return nil, nil, err
+	}
+	if bs := b.Shape(); !bs.Eq(tensor.Shape{h, dh}) {
+		return nil, nil, errors.Errorf("attention %s: query bias %v, want [%d, %d]", name, bs, h, dh)
+	}
+	if q.Dims() == 3 {
+		b, err = graph.Reshape(b, 1, 1, h*dh)
+	} else {
+		b, err = graph.Reshape(b, 1, h, 1, dh)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	qc, err = graph.BroadcastAdd(q, b)
+	return terms, qc, errors.Wrapf(err, "attention %s: q+b", name)
 }
 
 // fwdStream is FwdPositions with Cfg.Stream: q, k, v projected, the

@@ -41,10 +41,11 @@ type Decoder struct {
 	g   *G.ExprGraph
 	p   *graph.Params
 	ids []int
-	// ks, vs are per block [B, W, d], bound to the cache inputs: rows
-	// 0..W-2 the cache, row W-1 the room the step writes its token's key
-	// and value into (KV.Room), moved into the cache by a slide after it.
-	ks, vs []*tensor.Dense
+	// ks, vs are per block the caches [B, W, d] bound to the cache inputs:
+	// rows 0..W-2 the cache, row W-1 the room the step writes its token's
+	// key and value into (KV.Room), moved into the cache by a slide after
+	// it.
+	ks, vs []*slideBuf
 	mask   *tensor.Dense // [B, 1, 1, W]; empty cache slots are 0
 	maskv  []float64     // the mask's values, [B, W]
 	logits G.Value
@@ -104,12 +105,13 @@ func NewDecoder(p *graph.Params, cfg Config, b, w, sinks int) (*Decoder, error) 
 	for l := 0; l < cfg.Layers; l++ {
 		kv := KV{Room: true}
 		for i, which := range []string{"k", "v"} {
-			t := graph.FromFloat64s(dt, tensor.Shape{b, w, d}, make([]float64, b*w*d))
-			n := G.NewTensor(g, dt, 3, G.WithShape(b, w, d), G.WithValue(t), G.WithName(graph.UniqueName(g, fmt.Sprintf("block%d/cache_%s", l, which))))
+			c := newSlideBuf(dt, b, w, d)
+			n := G.NewTensor(g, dt, 3, G.WithShape(b, w, d), G.WithValue(c.view), G.WithName(graph.UniqueName(g, fmt.Sprintf("block%d/cache_%s", l, which))))
+			c.node = n
 			if i == 0 {
-				r.ks, kv.K = append(r.ks, t), n
+				r.ks, kv.K = append(r.ks, c), n
 			} else {
-				r.vs, kv.V = append(r.vs, t), n
+				r.vs, kv.V = append(r.vs, c), n
 			}
 		}
 		o.KV = append(o.KV, kv)
@@ -199,8 +201,8 @@ func (r *Decoder) Reset() {
 	clear(r.filled)
 	clear(r.seen)
 	for l := range r.ks {
-		segZero(r.ks[l])
-		segZero(r.vs[l])
+		r.ks[l].reset()
+		r.vs[l].reset()
 	}
 }
 
@@ -273,12 +275,26 @@ func (r *Decoder) Step(ids []int) ([]float64, error) {
 		return nil, errors.Wrap(err, "decoder: run")
 	}
 	out := graph.ToFloat64s(r.logits)
-	for l := range r.ks {
-		if err := slideCache(r.ks[l], ids, r.W, r.Sinks, r.filled); err != nil {
-			return nil, err
+	// Every sequence's cache moves one slot left (none is skipped, and
+	// none keeps sinks at the front of a full cache): the window slides
+	// over the buffer instead of the rows over the window.
+	shift := true
+	for i, id := range ids {
+		if id == Skip || r.Sinks > 0 && r.filled[i] >= m {
+			shift = false
 		}
-		if err := slideCache(r.vs[l], ids, r.W, r.Sinks, r.filled); err != nil {
-			return nil, err
+	}
+	for l := range r.ks {
+		for _, c := range []*slideBuf{r.ks[l], r.vs[l]} {
+			var err error
+			if shift {
+				err = c.shift()
+			} else {
+				err = slideCache(c.view, ids, r.W, r.Sinks, r.filled)
+			}
+			if err != nil {
+				return nil, err
+			}
 		}
 	}
 	for i, id := range ids {
@@ -328,5 +344,81 @@ func slideRows[F float32 | float64](cache []F, ids []int, w, sinks int, filled [
 		}
 		c := cache[i*w*d : (i+1)*w*d]
 		copy(c[dst*d:], c[(dst+1)*d:]) // overlapping copy is safe
+	}
+}
+
+// slideBuf is a decoding cache [B, W, d] (view) that is a window over a
+// longer buffer of B·W + W rows: the slide that moves every sequence's
+// rows one slot left (slideCache with no sequence skipped and no sinks
+// kept) is the window moving one row right instead, without a copy. The
+// row that enters at the end is the last sequence's room, and each
+// sequence's room is the first row of the next one's, rows the step
+// overwrites (KV.Room) before anything reads them; the rows that
+// leave a sequence's front are its oldest (or empty, masked) slots.
+// Once the window reaches the end of the buffer, its rows are copied back
+// to the start (one copy of the cache every W shifts).
+type slideBuf struct {
+	node     *G.Node       // the cache input the view is bound to
+	buf      *tensor.Dense // [(B·W + W)·d]
+	view     *tensor.Dense // [B, W, d], rows off..off+B·W-1 of buf
+	b, w, d  int
+	off, max int // the window's first row, and its largest (W)
+}
+
+func newSlideBuf(dt tensor.Dtype, b, w, d int) *slideBuf {
+	c := &slideBuf{b: b, w: w, d: d, max: w}
+	c.buf = graph.FromFloat64s(dt, tensor.Shape{(b*w + c.max) * d}, make([]float64, (b*w+c.max)*d))
+	c.view = c.window()
+	return c
+}
+
+// window returns the view of rows off..off+B·W-1.
+func (c *slideBuf) window() *tensor.Dense {
+	lo, hi := c.off*c.d, (c.off+c.b*c.w)*c.d
+	var back any
+	switch x := c.buf.Data().(type) {
+	case []float32:
+		back = x[lo:hi:hi]
+	case []float64:
+		back = x[lo:hi:hi]
+	}
+	return tensor.New(tensor.WithShape(c.b, c.w, c.d), tensor.WithBacking(back))
+}
+
+// rebind makes the view that of the current offset and binds it.
+func (c *slideBuf) rebind() error {
+	c.view = c.window()
+	if c.node == nil {
+		return nil
+	}
+	return errors.Wrap(G.Let(c.node, c.view), "decoder: cache")
+}
+
+// shift moves the window one row right (copying it back to the start of
+// the buffer when it would pass the end).
+func (c *slideBuf) shift() error {
+	if c.off < c.max {
+		c.off++
+		return c.rebind()
+	}
+	n, src := (c.b*c.w-1)*c.d, (c.off+1)*c.d
+	switch x := c.buf.Data().(type) {
+	case []float32:
+		copy(x[:n], x[src:src+n])
+	case []float64:
+		copy(x[:n], x[src:src+n])
+	}
+	c.off = 0
+	return c.rebind()
+}
+
+// reset zeroes the buffer and moves the window to its start.
+func (c *slideBuf) reset() {
+	segZero(c.buf)
+	if c.off != 0 {
+		c.off = 0
+		if err := c.rebind(); err != nil {
+			panic(err) // the view has the node's shape and dtype
+		}
 	}
 }

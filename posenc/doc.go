@@ -8,6 +8,9 @@
 //	InputAdder     added to the token embeddings        [B, T, d]
 //	QKTransformer  transforms q and k                    [B, H, T, dh] each
 //	ScoreTermer    content-position terms on q.kᵀ        [B, H, Tq, Tk]
+//	QueryBiasTermer a ScoreTermer whose terms are a bias on the queries plus
+//	               terms of q only (xl's u): against a key/value cache,
+//	               attention computes (q+b)·kᵀ, reading the keys once  [H, dh]
 //	Scaler         replaces the 1/sqrt(dh) score scale
 //	ScoreBiaser    content-free additive score bias      [B|1, H|1, Tq, Tk]
 //	ValueTermer    terms added to the attention output   [B, H, Tq, dh]

@@ -115,6 +115,29 @@ type ScoreTermer interface {
 	ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error)
 }
 
+// QueryBiasTermer is a ScoreTermer whose terms are a per-head bias on the
+// queries of the content product plus terms that read the queries only
+// (Transformer-XL: u_h·k_j + (q_i + v_h)·P_h[dist_ij]):
+//
+//	ScoreTerms(s, q, k) = QueryBias(s)_h · k_j + QueryTerms(s, q)
+//
+// so that attention may compute (q_i + b_h)·k_j + QueryTerms, reading the
+// keys once (the (q+u)·K of Dai et al.'s reference code) and splitting
+// neither the keys nor the content queries into heads. The two forms are
+// equal up to rounding; attention uses this one against a key/value cache
+// (Attention.FwdCached, layers.Decoder), where the keys are many and the
+// queries few, and ScoreTerms everywhere else (the training path and its
+// attention probe, whose position part then holds b·k, are unchanged).
+type QueryBiasTermer interface {
+	ScoreTermer
+	// QueryBias returns b [H, dh], head h's bias on the queries of the
+	// content product.
+	QueryBias(s *Site) (*G.Node, error)
+	// QueryTerms returns ScoreTerms less b·k, [B, H, TQ, TK] from
+	// q [B, H, TQ, dh].
+	QueryTerms(s *Site, q *G.Node) (*G.Node, error)
+}
+
 // AfterBlocker transforms the hidden states after a block (conditional
 // position encodings: Chu et al. 2021's PEG after the first block). The
 // model calls it after every block with Site.Layer the 0-based index of

@@ -33,7 +33,10 @@ func init() {
 // P_h is columns h·dh..(h+1)·dh-1 of P. The paper's four terms (a) content,
 // (b) content-dependent position, (c) global content bias u and (d) global
 // position bias v are all there; q·k is attention's, so ScoreTerms returns
-// u_h·k_j + (q_i + v_h)·P_h[dist_ij].
+// u_h·k_j + (q_i + v_h)·P_h[dist_ij]. XL is also a QueryBiasTermer
+// (QueryBias u, QueryTerms (q_i + v_h)·P_h[dist_ij]): against a key/value
+// cache attention computes (q_i + u_h)·k_j instead, as the reference code
+// does, reading the cached keys once.
 //
 // Parameters (none weight-decayed): per layer "<prefix>/xl_wr" [d, d] (no
 // bias), shared by all layers "xl_u" and "xl_v" [H, dh], all initialised
@@ -59,8 +62,8 @@ type XL struct {
 	// (Options.Alpha).
 	Alpha bool
 	// Memo builds P = R·W_r with one op that keeps its result between
-	// runs of the graph while W_r holds the same values (compared at every
-	// run), instead of G.Mul and a transpose per run: the same values, for
+	// runs of the graph while W_r holds the same values (its bits compared
+	// at every run), instead of G.Mul and a transpose per run: the same values, for
 	// graphs that run many times over one span, as layers.Decoder's does
 	// (it sets Memo). That op has no gradient: forward-only graphs only.
 	Memo bool
@@ -143,6 +146,17 @@ type xlParams struct {
 	n       int
 }
 
+// bias creates (or finds) the site's bias u or v [H, dh] (which: "u" or
+// "v"): "xl_u", "xl_v", per layer with UntieR.
+func (e *XL) bias(s *Site, which string) (*G.Node, error) {
+	name := "xl_" + which
+	if e.UntieR {
+		name = s.Prefix + "/" + name
+	}
+	n, err := s.Params.Node(s.G, name, tensor.Shape{s.H, s.DHead}, graph.Normal(e.InitStd), false)
+	return n, errors.Wrap(err, "posenc xl")
+}
+
 // params creates (or finds) the site's parameters and builds P (split:
 // per head).
 func (e *XL) params(s *Site, split bool) (*xlParams, error) {
@@ -151,17 +165,13 @@ func (e *XL) params(s *Site, split bool) (*xlParams, error) {
 		return nil, errors.Errorf("posenc xl: d_model %d must be even (sin/cos pairs)", d)
 	}
 	init := graph.Normal(e.InitStd)
-	uName, vName := "xl_u", "xl_v"
-	if e.UntieR {
-		uName, vName = s.Prefix+"/xl_u", s.Prefix+"/xl_v"
-	}
-	u, err := s.Params.Node(s.G, uName, tensor.Shape{h, dh}, init, false)
+	u, err := e.bias(s, "u")
 	if err != nil {
-		return nil, errors.Wrap(err, "posenc xl")
+		return nil, err
 	}
-	v, err := s.Params.Node(s.G, vName, tensor.Shape{h, dh}, init, false)
+	v, err := e.bias(s, "v")
 	if err != nil {
-		return nil, errors.Wrap(err, "posenc xl")
+		return nil, err
 	}
 	wr, err := s.Params.Node(s.G, s.Prefix+"/xl_wr", tensor.Shape{d, d}, init, false)
 	if err != nil {
@@ -192,7 +202,6 @@ func (e *XL) params(s *Site, split bool) (*xlParams, error) {
 // ScoreTerms implements ScoreTermer: (alpha *) (u_h·k_j + (q_i + v_h)·P_h[dist_ij])
 // [B, H, TQ, TK] from q [B, H, TQ, dh] and k [B, H, TK, dh].
 func (e *XL) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
-	h, dh := s.H, s.DHead
 	if err := checkQK("xl", s, q, k); err != nil {
 		return nil, err
 	}
@@ -200,27 +209,13 @@ func (e *XL) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	u, v, p := xp.u, xp.v, xp.p // p [H, n, dh]
-	idx, _, _ := XLDistances(s.Span)
-	u3, err := graph.Reshape(u, h, 1, dh)
+	bd, err := e.positionTerms(s, xp, q) // [B, H, TQ, TK]
 	if err != nil {
 		return nil, err
 	}
-	v4, err := graph.Reshape(v, 1, h, 1, dh)
+	u3, err := graph.Reshape(xp.u, s.H, 1, s.DHead)
 	if err != nil {
 		return nil, err
-	}
-	qv, err := graph.BroadcastAdd(q, v4) // [B, H, TQ, dh]
-	if err != nil {
-		return nil, errors.Wrap(err, "posenc xl: q+v")
-	}
-	m, err := graph.RelScores(qv, p) // [B, H, TQ, n]
-	if err != nil {
-		return nil, errors.Wrap(err, "posenc xl: (q+v)·Pᵀ")
-	}
-	bd, err := graph.GatherRel(m, idx, s.TQ, s.TK) // [B, H, TQ, TK]
-	if err != nil {
-		return nil, errors.Wrap(err, "posenc xl")
 	}
 	uk, err := graph.KeyScores(u3, k) // [B, H, 1, TK]
 	if err != nil {
@@ -232,6 +227,63 @@ func (e *XL) ScoreTerms(s *Site, q, k *G.Node) (*G.Node, error) {
 	}
 	out, err = withAlpha(s, out, e.Alpha, s.Prefix+"/xl_alpha")
 	return out, errors.Wrap(err, "posenc xl")
+}
+
+// QueryBias implements QueryBiasTermer: u [H, dh] (alpha·u with Alpha),
+// the global content bias (c) that attention adds to the queries of the
+// content product, (q_i + u_h)·k_j.
+func (e *XL) QueryBias(s *Site) (*G.Node, error) {
+	if s.H*s.DHead != s.DModel {
+		return nil, errors.Errorf("posenc xl: %d heads of %d do not make d_model %d", s.H, s.DHead, s.DModel)
+	}
+	u, err := e.bias(s, "u")
+	if err != nil {
+		return nil, err
+	}
+	u, err = withAlpha(s, u, e.Alpha, s.Prefix+"/xl_alpha")
+	return u, errors.Wrap(err, "posenc xl: alpha·u")
+}
+
+// QueryTerms implements QueryBiasTermer: (alpha *) (q_i + v_h)·P_h[dist_ij]
+// [B, H, TQ, TK] from q [B, H, TQ, dh], ScoreTerms without u·k.
+func (e *XL) QueryTerms(s *Site, q *G.Node) (*G.Node, error) {
+	if wq := (tensor.Shape{s.B, s.H, s.TQ, s.DHead}); !q.Shape().Eq(wq) {
+		return nil, errors.Errorf("posenc xl: q has shape %v, want %v", q.Shape(), wq)
+	}
+	if s.H*s.DHead != s.DModel {
+		return nil, errors.Errorf("posenc xl: %d heads of %d do not make d_model %d", s.H, s.DHead, s.DModel)
+	}
+	xp, err := e.params(s, true)
+	if err != nil {
+		return nil, err
+	}
+	bd, err := e.positionTerms(s, xp, q)
+	if err != nil {
+		return nil, err
+	}
+	bd, err = withAlpha(s, bd, e.Alpha, s.Prefix+"/xl_alpha")
+	return bd, errors.Wrap(err, "posenc xl")
+}
+
+// positionTerms is (q_i + v_h)·P_h[dist_ij] [B, H, TQ, TK] from q
+// [B, H, TQ, dh] and the site's split parameters xp: one product over the
+// span's distances, then a gather.
+func (e *XL) positionTerms(s *Site, xp *xlParams, q *G.Node) (*G.Node, error) {
+	v4, err := graph.Reshape(xp.v, 1, s.H, 1, s.DHead)
+	if err != nil {
+		return nil, err
+	}
+	qv, err := graph.BroadcastAdd(q, v4) // [B, H, TQ, dh]
+	if err != nil {
+		return nil, errors.Wrap(err, "posenc xl: q+v")
+	}
+	m, err := graph.RelScores(qv, xp.p) // [B, H, TQ, n]
+	if err != nil {
+		return nil, errors.Wrap(err, "posenc xl: (q+v)·Pᵀ")
+	}
+	idx, _, _ := XLDistances(s.Span)
+	bd, err := graph.GatherRel(m, idx, s.TQ, s.TK) // [B, H, TQ, TK]
+	return bd, errors.Wrap(err, "posenc xl")
 }
 
 // StreamTerms implements StreamTermer: a query term (q_i + v_h)·P_h[dist]
