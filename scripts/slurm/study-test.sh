@@ -52,7 +52,7 @@ lost=$("$bin" "${args[@]}" -jobs | sed -n 2p | cut -d' ' -f2)
 rm -rf "$work/slurm/models/$lost" "$work/slurm/results/$lost.json"
 "$submit" --timeout 900 "$work/slurm" "$bin" "${args[@]}" -out "$work/slurm" >"$work/resubmit.log" 2>&1 ||
 	fail "resubmitting failed (see resubmit.log)"
-trained=$(grep -h "training(s)" "$work"/slurm/logs/*.log | grep -vc " 0 training(s)")
+trained=$(grep -h "^job [0-9]* done: " "$work"/slurm/logs/*.log | grep -vc " 0 models trained")
 ((trained == njobs + 1)) || fail "after the resubmission $trained jobs trained a model, want $njobs + 1 (only the lost one again)"
 "$bin" -out "$work/slurm" -compare "$work/single" || fail "after the resubmission the rows differ"
 
