@@ -3,6 +3,7 @@ package extrapstudy
 import (
 	"errors"
 	"math"
+	"reflect"
 	"testing"
 
 	"github.com/rpe-go/rpe/experiments/trainer"
@@ -168,7 +169,7 @@ func TestScoreWindowsLastL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if a != l {
+		if !reflect.DeepEqual(a, l) {
 			t.Errorf("%s: at Le = L the protocols differ: %+v vs %+v", enc, a, l)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
+	"github.com/rpe-go/rpe/experiments/stats"
 	"github.com/rpe-go/rpe/experiments/study"
 	"github.com/rpe-go/rpe/experiments/trainer"
 	"github.com/rpe-go/rpe/experiments/viz"
@@ -213,6 +214,7 @@ func (r *runner) markdown(rows []Row, pending []string) string {
 	table(func(r Row) float64 { return r.BitsPerByte }, 3)
 	b.WriteString("\n## Byte-level perplexity (2^bits per byte)\n")
 	table(func(r Row) float64 { return r.Perplexity }, 2)
+	b.WriteString(pairedSections(rows, p))
 
 	lmax := lens[len(lens)-1]
 	fmt.Fprintf(&b, "\n## Cost\n\nTraining at L = %d, batch %d; evaluation at Le = %d (%d windows per pass); peak memory while scoring the first batch at %d with GOGC=10 (Go heap in use, sampled every 2 ms, and process RSS). %s\n\n",
@@ -275,6 +277,48 @@ func (r *runner) markdown(rows []Row, pending []string) string {
 
 // seedNote says what a cell holds: mean ± sample standard deviation over n
 // seeds, or a single value for one seed.
+// pairedSections renders the paired comparisons of the bits per byte
+// (study.PairedSection) at each evaluation length, one section per
+// protocol, paired on the seeds and on the seeds and evaluation windows
+// (the rows' WindowBits: every model scores the same windows of the same
+// text at one length). A window's item is its bits scaled by
+// windows/tokens, so the items' mean is the row's bits per byte (the tail
+// window, with fewer targets, weighs less). A RoPE scaling at Le = L is
+// rope itself and is left out there.
+func pairedSections(rows []Row, p Plan) string {
+	L := p.TrainLen()
+	cond := func(le int) string { return fmt.Sprintf("%d (%dL)", le, le/L) }
+	var conds []string
+	for _, f := range p.Factors {
+		conds = append(conds, cond(f*L))
+	}
+	var out strings.Builder
+	for _, pr := range Protocols {
+		var t study.ScoreTable
+		for _, e := range p.EvalNames() { // the table's order
+			for _, r := range rows {
+				if r.Encoding != e || r.Protocol != pr || r.Status != StatusOK || (e != "rope" && slices.Contains(p.Scalings, e) && r.EvalLen == L) {
+					continue
+				}
+				sc := study.Scores{Value: r.BitsPerByte}
+				if len(r.WindowBits) == r.Windows && r.Tokens > 0 {
+					w := float64(r.Windows) / float64(r.Tokens)
+					for _, v := range r.WindowBits {
+						sc.Items = append(sc.Items, float64(v)*w)
+					}
+				}
+				t.Add(e, cond(r.EvalLen), r.Seed, sc)
+			}
+		}
+		heading := "Paired comparisons, every target"
+		if pr != ProtocolAll {
+			heading = fmt.Sprintf("Paired comparisons, the last L = %d targets of each window", L)
+		}
+		out.WriteString(study.PairedSection(heading, conds, &t, "bits per byte", "bits/byte", "evaluation windows", "%.3f", stats.LowerIsBetter))
+	}
+	return out.String()
+}
+
 func seedNote(n int) string {
 	if n > 1 {
 		return fmt.Sprintf("Cells: mean ± sample standard deviation (denominator n-1) [95%% t interval of the mean] over %d seeds.", n)

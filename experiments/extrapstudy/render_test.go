@@ -97,6 +97,35 @@ func TestRenderDescribes(t *testing.T) {
 			t.Errorf("table.md lacks %q:\n%s", s, md)
 		}
 	}
+	// Paired comparisons over seeds and windows, from every row's window
+	// scores.
+	for _, h := range []string{"## Paired comparisons, every target", "## Paired comparisons, the last L = 8 targets of each window"} {
+		i := strings.Index(string(md), h)
+		if i < 0 {
+			t.Fatalf("table.md lacks %q:\n%s", h, md)
+		}
+		sec := string(md)[i:]
+		if j := strings.Index(sec[1:], "\n## "); j >= 0 {
+			sec = sec[:j+1]
+		}
+		if !strings.Contains(sec, "| 8 (1L) | ") || strings.Contains(sec, "| — |") {
+			t.Errorf("%s: want comparisons at 1L, each over seeds and windows:\n%s", h, sec)
+		}
+	}
+	res, err := LoadResults(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res.Rows {
+		var bits float64
+		for _, v := range r.WindowBits {
+			bits += float64(v)
+		}
+		if r.Status == StatusOK && (len(r.WindowBits) != r.Windows || math.Abs(bits/float64(r.Tokens)-r.BitsPerByte) > 1e-5) {
+			t.Errorf("%s Le=%d %s: %d window scores for %d windows, %.6f bits/byte from them, %.6f in the row",
+				r.Model, r.EvalLen, r.Protocol, len(r.WindowBits), r.Windows, bits/float64(r.Tokens), r.BitsPerByte)
+		}
+	}
 	if n := strings.Count(string(md), "over 2 seeds"); n < 2 {
 		t.Errorf("table.md says the seeds %d times, want the tables and the cost table", n)
 	}

@@ -48,6 +48,12 @@ type Row struct {
 	Nats        float64 `json:"nats_per_byte"`
 	Windows     int     `json:"windows"`
 	Tokens      int     `json:"tokens"`
+	// WindowBits is the cross-entropy in bits of the targets this protocol
+	// scores in each evaluation window (trainer.Score.WindowNats / ln 2,
+	// Windows of them in text order, the tail window last): the items of
+	// the paired comparisons over windows. Not in results.csv; nil for n/a
+	// and in rows that predate it.
+	WindowBits []float32 `json:"window_bits,omitempty"`
 	// EvalMsPerToken is the wall time of the forward pass at this length
 	// (shared by both protocols) per window position.
 	EvalMsPerToken float64 `json:"eval_ms_per_token"`

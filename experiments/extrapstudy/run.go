@@ -439,6 +439,10 @@ func (r *runner) evaluate(ctx context.Context, tag string, j EvalJob, base Row, 
 			row.Protocol = Protocols[i]
 			row.BitsPerByte, row.Perplexity, row.Nats = s.BitsPerByte(), s.Perplexity(), s.Nats/float64(s.Tokens)
 			row.Windows, row.Tokens = s.Windows, s.Tokens
+			row.WindowBits = make([]float32, len(s.WindowNats))
+			for w, v := range s.WindowNats {
+				row.WindowBits[w] = float32(v / math.Ln2)
+			}
 			rows = append(rows, row)
 		}
 	}

@@ -126,6 +126,11 @@ type Score struct {
 	// included, whether or not it scored a target of this protocol).
 	Nats            float64
 	Tokens, Windows int
+	// WindowNats is the summed cross-entropy in nats of each window run
+	// (Windows of them, in text order, the tail window last), over the
+	// targets this protocol scores in it: the items of a paired comparison
+	// over evaluation windows. They sum to Nats (in another order).
+	WindowNats []float64
 }
 
 // BitsPerByte is the mean cross-entropy in bits: Nats / Tokens / ln 2.
@@ -260,6 +265,9 @@ func scoreDocs(text []byte, lastNs []int, maxWindows, le, batch int, what string
 		return nil, err
 	}
 	out := make([]Score, len(lastNs))
+	for k := range out {
+		out[k].WindowNats = make([]float64, len(docs))
+	}
 	for d0 := 0; d0 < len(docs); d0 += batch {
 		part := docs[d0:min(d0+batch, len(docs))]
 		err := run(part, func(t scored) error {
@@ -275,6 +283,7 @@ func scoreDocs(text []byte, lastNs []int, maxWindows, le, batch int, what string
 				if t.J >= lo[k] {
 					out[k].Nats += nll
 					out[k].Tokens++
+					out[k].WindowNats[d0+t.Doc] += nll
 				}
 			}
 			return nil

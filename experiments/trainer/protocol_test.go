@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"reflect"
 	"testing"
 
 	"github.com/pkg/errors"
@@ -268,7 +269,7 @@ func TestChunksAreShortWindows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if chunks[0].Nats != short[0].Nats || chunks[0].Tokens != short[0].Tokens || stride[0] != chunks[0] {
+	if chunks[0].Nats != short[0].Nats || chunks[0].Tokens != short[0].Tokens || !reflect.DeepEqual(stride[0], chunks[0]) {
 		t.Fatalf("chunks:4 at 12 %+v, stride:4:4 %+v, full at 4 %+v", chunks[0], stride[0], short[0])
 	}
 	ev, err := Evaluate(p, cfg, text, EvalOptions{Len: 12, Batch: 3, LastN: 2, Protocol: Protocol{Name: "chunks", Window: 4}})

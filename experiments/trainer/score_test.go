@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"math"
+	"reflect"
 	"testing"
 
 	"github.com/pkg/errors"
@@ -103,7 +104,8 @@ func TestScoreMatchesOld(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got[0] != all || got[1] != last {
+			got[0].WindowNats, got[1].WindowNats = nil, nil // the old code kept none (TestScoreWindowNats checks them)
+			if !reflect.DeepEqual(got[0], all) || !reflect.DeepEqual(got[1], last) {
 				t.Errorf("%v %+v: Score %+v, old ScoreWindows %+v %+v", dt, c, got, all, last)
 			}
 			// Eval (one protocol) is the same sum divided by the count.
@@ -212,6 +214,54 @@ func TestScoreTail(t *testing.T) {
 	} {
 		_, err := ScoreText(tr.Params, cfg.Model, c.text, c.lastNs, EvalOptions{Len: le})
 		wantErr(t, err, c.want)
+	}
+}
+
+// TestScoreWindowNats: each protocol's WindowNats holds, window by window
+// in text order (the tail window last), the cross-entropy of the targets
+// that protocol scores in the window, the same as that window scored by
+// hand; they sum to Nats. Evaluation protocols other than full keep them
+// too.
+func TestScoreWindowNats(t *testing.T) {
+	cfg := tinyConfig()
+	cfg.Model.Pos = "alibi"
+	tr := newTiny(t, cfg)
+	trainN(t, tr, 2)
+	const le = 8
+	text := tinyText()[:5*le+1+3] // 5 full windows, then a tail window scoring 3 targets
+	n := len(text)
+	lastNs := []int{0, 2}
+	for _, proto := range []Protocol{{}, {Name: "chunks", Window: 4}} {
+		got, err := ScoreText(tr.Params, cfg.Model, text, lastNs, EvalOptions{Len: le, Batch: 2, Protocol: proto})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, lastN := range lastNs {
+			s := got[k]
+			if len(s.WindowNats) != s.Windows || s.Windows != 6 {
+				t.Fatalf("%s last %d: %d window scores for %d windows, want 6", proto, lastN, len(s.WindowNats), s.Windows)
+			}
+			var sum float64
+			for w, v := range s.WindowNats {
+				sum += v
+				if proto.Name != "" {
+					continue // chunks: checked by the sum only
+				}
+				start, from := w*le, 0
+				if w == 5 {
+					start, from = n-1-le, le-3
+				}
+				if lastN > 0 {
+					from = max(from, le-lastN)
+				}
+				if want := tailNats(t, tr.Params, cfg.Model, text, start, le, from); math.Abs(v-want) > 1e-9 {
+					t.Errorf("last %d window %d: %.12f nats, by hand %.12f", lastN, w, v, want)
+				}
+			}
+			if math.Abs(sum-s.Nats) > 1e-9*math.Abs(s.Nats) {
+				t.Errorf("%s last %d: window scores sum to %.12f, Nats %.12f", proto, lastN, sum, s.Nats)
+			}
+		}
 	}
 }
 
