@@ -55,16 +55,26 @@ func Threads() int {
 	return runtime.GOMAXPROCS(0)
 }
 
+// parallelMinWork is the total work (multiply-adds) below which
+// parallelFor runs on the calling goroutine. Tests of the threaded paths
+// lower it (lowParallelMin) so that small inputs take them.
+var parallelMinWork = 1 << 17
+
 // parallelFor calls fn on contiguous chunks [lo, hi) covering [0, n), on up
 // to Threads() goroutines, and returns when all are done. work is the
-// approximate cost of one item (in multiply-adds); below about 32k of total
-// work everything runs on the calling goroutine.
+// approximate cost of one item (in multiply-adds); below 128k (2^17) of
+// total work everything runs on the calling goroutine. Waking a second
+// thread costs about as much as that work: with 2^15, a one-token decoding
+// step at a 512-token cache spent a fifth of its time in futex wake-ups,
+// and 2^17 made it 8-10% faster (BenchmarkDecoderStep, W=512), the
+// reference training step and the batch-1 T = 128 and 512 cost cells
+// unchanged within their noise (docs/generation.md).
 func parallelFor(n int, work int, fn func(lo, hi int)) {
 	p := Threads()
 	if p > n {
 		p = n
 	}
-	if p <= 1 || n*work < 1<<15 {
+	if p <= 1 || n*work < parallelMinWork {
 		if n > 0 {
 			fn(0, n)
 		}

@@ -119,7 +119,7 @@ func (op *broadcastOp) Do(vs ...G.Value) (G.Value, error) {
 }
 
 func broadcastDo[T float](op *broadcastOp, vs []G.Value) (G.Value, error) {
-	name := op.name()
+	name := op // not op.name(): a string passed as any is allocated on every call
 	if err := checkShape(name, "a", vs[0], op.a); err != nil {
 		return nil, err
 	}

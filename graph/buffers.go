@@ -21,7 +21,7 @@ type buf struct{ t *tensor.Dense }
 // slice first.
 func bufFor[T float](b *buf, shape tensor.Shape) (*tensor.Dense, []T) {
 	if t := b.t; t != nil && t.Shape().Eq(shape) && !t.IsView() && !t.IsMaterializable() {
-		if d, ok := t.Data().([]T); ok && len(d) == shape.TotalSize() {
+		if d, ok := denseData[T](t); ok && len(d) == shape.TotalSize() {
 			return t, d
 		}
 	}

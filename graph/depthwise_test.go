@@ -185,6 +185,7 @@ func TestDepthwiseConvErrors(t *testing.T) {
 // partial sums); the bias gradient (broadcastReduce, which merges
 // per-thread partial sums) to float tolerance.
 func TestDepthwiseConvThreads(t *testing.T) {
+	lowParallelMin(t)
 	c := threadCase{"DepthwiseConv", true, 4, func(t *testing.T, g *G.ExprGraph, rng *rand.Rand, dt tensor.Dtype) (*G.Node, G.Nodes) {
 		nbr, _ := gridNeighbours(14, 14, 3, -1)
 		x := input(g, "x", randDense(rng, dt, 1, 4, 196, 64))

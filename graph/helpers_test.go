@@ -107,3 +107,13 @@ func gradCheck(t testing.TB, g *G.ExprGraph, loss *G.Node, wrt ...*G.Node) {
 		t.Fatal(err)
 	}
 }
+
+// lowParallelMin sets parallelMinWork to 2^15 for the rest of the test, so
+// that the small inputs of tests of the threaded kernels take the threaded
+// path (the production threshold, 2^17, keeps them on one thread).
+func lowParallelMin(t *testing.T) {
+	t.Helper()
+	old := parallelMinWork
+	parallelMinWork = 1 << 15
+	t.Cleanup(func() { parallelMinWork = old })
+}

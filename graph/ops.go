@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash"
 	"hash/fnv"
+	"unsafe"
 
 	"github.com/chewxy/hm"
 	"github.com/pkg/errors"
@@ -134,6 +135,15 @@ func dense(op any, v G.Value) (*tensor.Dense, error) {
 // floats returns the elements of a float tensor or scalar value v, of element
 // type T, in row-major order. The slice aliases v's data for tensors.
 func floats[T float](op any, v G.Value) ([]T, error) {
+	if d, ok := v.(*tensor.Dense); ok && !d.IsScalar() && !d.RequiresIterator() {
+		if x, ok := denseData[T](d); ok {
+			n := d.Shape().TotalSize()
+			if len(x) < n {
+				return nil, errors.Errorf("graph: %s: value of shape %v holds %d elements", op, d.Shape(), len(x))
+			}
+			return x[:n], nil
+		}
+	}
 	switch x := v.Data().(type) {
 	case T:
 		return []T{x}, nil
@@ -185,7 +195,31 @@ func newDense[T float](shape tensor.Shape) (*tensor.Dense, []T) {
 		dt = tensor.Float32
 	}
 	t := tensor.New(tensor.WithShape(shape.Clone()...), tensor.Of(dt))
-	return t, t.Data().([]T)
+	d, _ := denseData[T](t)
+	return t, d
+}
+
+// denseData returns the backing slice of d if its elements are of type T,
+// without the reflection and allocation of (*tensor.Dense).Data (which
+// builds a []T through reflect on every call: a measurable share of a
+// one-token decoding step). The slice is the whole backing array (d's
+// elements for a non-view tensor). ok is false for another dtype.
+func denseData[T float](d *tensor.Dense) (x []T, ok bool) {
+	var zero T
+	switch any(zero).(type) {
+	case float32:
+		if d.Dtype() != tensor.Float32 {
+			return nil, false
+		}
+		s := d.Float32s()
+		return *(*[]T)(unsafe.Pointer(&s)), true
+	default:
+		if d.Dtype() != tensor.Float64 {
+			return nil, false
+		}
+		s := d.Float64s()
+		return *(*[]T)(unsafe.Pointer(&s)), true
+	}
 }
 
 // scalarValue returns x as a G scalar of element type T.

@@ -134,6 +134,7 @@ func runThreads(t *testing.T, c threadCase, dt tensor.Dtype, n int) ([][]float64
 // sums are merged. It also checks that the inputs took the threaded path
 // (and that 1 thread never does).
 func TestThreadedKernelsMatchSerial(t *testing.T) {
+	lowParallelMin(t)
 	for _, c := range threadCases {
 		for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
 			t.Run(fmt.Sprintf("%s/%v", c.name, dt), func(t *testing.T) {
