@@ -81,6 +81,7 @@ import (
 
 	"github.com/pkg/errors"
 
+	"github.com/rpe-go/rpe/experiments/corpora"
 	"github.com/rpe-go/rpe/experiments/trainer"
 	"github.com/rpe-go/rpe/posenc"
 )
@@ -201,14 +202,14 @@ func evalCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	var c *trainer.Corpus
 	if *corpus != "" {
-		if c, err = trainer.LoadCorpus(*corpus); err != nil {
+		if c, err = corpora.Open(*corpus); err != nil {
 			return usageError{err}
 		}
 		if ck.CorpusHash != "" && c.Hash() != ck.CorpusHash {
 			fmt.Fprintf(stderr, "note: %s is not the training corpus (SHA-256 %s, checkpoint %s)\n", *corpus, c.Hash(), ck.CorpusHash)
 		}
 	} else {
-		if c, err = trainer.LoadCorpus(ck.CorpusPath); err != nil {
+		if c, err = corpora.Open(ck.CorpusPath); err != nil {
 			return errors.WithMessage(err, "the checkpoint's corpus (pass -corpus)")
 		}
 		if ck.CorpusHash != "" && c.Hash() != ck.CorpusHash {

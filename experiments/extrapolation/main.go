@@ -50,6 +50,7 @@ import (
 
 	"github.com/pkg/errors"
 
+	"github.com/rpe-go/rpe/experiments/corpora"
 	"github.com/rpe-go/rpe/experiments/extrapstudy"
 	"github.com/rpe-go/rpe/experiments/study"
 	"github.com/rpe-go/rpe/experiments/trainer"
@@ -101,7 +102,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	cf := trainer.BindFlags(fs, &plan.Base, posenc.PosLine)
 	fs.String("preset", "quick", "study preset: "+strings.Join(extrapstudy.PresetNames(), ", ")+" (sets the defaults of the other flags)")
-	corpus := fs.String("corpus", "", "text file (default: $GOROOT/src/testdata/Isaac.Newton-Opticks.txt)")
+	corpus := fs.String("corpus", "", corpora.FlagHelp+" (default: opticks)")
 	out := fs.String("out", "", "output directory (default runs/extrapolation/<preset>)")
 	encodings := fs.String("encodings", "", "comma-separated trained encodings or variants name@option=value@..., overriding the preset's (encodings: "+
 		strings.Join(extrapstudy.TrainableEncodings, ", ")+")")
@@ -200,7 +201,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return usage(err)
 		}
 	}
-	c, err := trainer.LoadCorpus(*corpus)
+	c, err := corpora.Open(*corpus)
 	if err != nil {
 		return usage(err)
 	}

@@ -40,6 +40,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/rpe-go/rpe/experiments/corpora"
 	"github.com/rpe-go/rpe/experiments/trainer"
 	"github.com/rpe-go/rpe/posenc"
 )
@@ -52,7 +53,7 @@ func run(args []string) int {
 	cfg := trainer.DefaultConfig()
 	fs := flag.NewFlagSet("train", flag.ContinueOnError)
 	cf := trainer.BindFlags(fs, &cfg, posenc.PosLine)
-	corpus := fs.String("corpus", "", "text file to train on (default: $GOROOT/src/testdata/Isaac.Newton-Opticks.txt)")
+	corpus := fs.String("corpus", "", "the "+corpora.FlagHelp+" to train on (default: opticks)")
 	ckpt := fs.String("ckpt", "", "checkpoint file (default runs/train/<pos>/ckpt.safetensors)")
 	resume := fs.String("resume", "", "resume from this checkpoint instead of -ckpt")
 	fresh := fs.Bool("fresh", false, "start from scratch even if the checkpoint exists")
@@ -130,7 +131,7 @@ func run(args []string) int {
 	if err := trainer.CheckDir(filepath.Dir(opt.Ckpt)); err != nil { // before the corpus is read
 		return usage(fmt.Errorf("-ckpt %s: %v", opt.Ckpt, err))
 	}
-	c, err := trainer.LoadCorpus(*corpus)
+	c, err := corpora.Open(*corpus)
 	if err != nil {
 		return usage(err)
 	}
