@@ -205,7 +205,7 @@ func Compare(a, b *File) []string {
 		samePosOptions(fa, fb)
 		for _, n := range names {
 			if !reflect.DeepEqual(fa[n], fb[n]) {
-				out = append(out, fmt.Sprintf("%s: %s %v != %v", k, n, fa[n], fb[n]))
+				out = append(out, fmt.Sprintf("%s: %s %s", k, n, diffValues(fa[n], fb[n])))
 			}
 		}
 	}
@@ -215,6 +215,33 @@ func Compare(a, b *File) []string {
 		}
 	}
 	return out
+}
+
+// diffValues describes two different field values, "a != b"; lists (the
+// per-window scores) are summarised: their lengths, and where two of one
+// length first differ and in how many places.
+func diffValues(a, b any) string {
+	la, okA := a.([]any)
+	lb, okB := b.([]any)
+	brief := func(v any, l []any, ok bool) string {
+		if ok {
+			return fmt.Sprintf("[%d values]", len(l))
+		}
+		return fmt.Sprint(v)
+	}
+	if okA && okB && len(la) == len(lb) {
+		first, n := -1, 0
+		for i := range la {
+			if !reflect.DeepEqual(la[i], lb[i]) {
+				if first < 0 {
+					first = i
+				}
+				n++
+			}
+		}
+		return fmt.Sprintf("differ in %d of %d values (first at %d: %v != %v)", n, len(la), first, la[first], lb[first])
+	}
+	return brief(a, la, okA) + " != " + brief(b, lb, okB)
 }
 
 // samePosOptions drops from the pos_options of two rows' fields the

@@ -104,3 +104,23 @@ func TestCompare(t *testing.T) {
 		t.Fatalf("Compare = %q, want %q", d, want)
 	}
 }
+
+// TestCompareWindowBits: per-window scores are summarised, not printed.
+func TestCompareWindowBits(t *testing.T) {
+	row := Row{Encoding: "alibi", Model: "alibi-seed1", EvalLen: 8, Protocol: ProtocolAll, Status: StatusOK, WindowBits: []float32{1, 2, 3}}
+	other := row
+	other.WindowBits = []float32{1, 2.5, 3.5}
+	old := row
+	old.WindowBits = nil
+	got := Compare(&File{Rows: []Row{row}}, &File{Rows: []Row{other}})
+	if len(got) != 1 || got[0] != "alibi/alibi-seed1/8/all: window_bits differ in 2 of 3 values (first at 1: 2 != 2.5)" {
+		t.Errorf("different windows: %q", got)
+	}
+	got = Compare(&File{Rows: []Row{row}}, &File{Rows: []Row{old}})
+	if len(got) != 1 || got[0] != "alibi/alibi-seed1/8/all: window_bits [3 values] != <nil>" {
+		t.Errorf("windows on one side: %q", got)
+	}
+	if got := Compare(&File{Rows: []Row{row}}, &File{Rows: []Row{row}}); got != nil {
+		t.Errorf("equal rows: %q", got)
+	}
+}
