@@ -14,24 +14,14 @@ set -euo pipefail
 log() { echo "install-data: $*" >&2; }
 pkgs=("$@")
 ((${#pkgs[@]})) || pkgs=(bible-kjv dataset-fashion-mnist rdkit-data)
-missing=()
 for p in "${pkgs[@]}"; do
 	case "$p" in
 	bible-kjv | dataset-fashion-mnist | rdkit-data) ;;
 	*) log "unknown package $p (want bible-kjv, dataset-fashion-mnist or rdkit-data)"; exit 2 ;;
 	esac
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if ((${#missing[@]})); then
-	sudo=""
-	if [ "$(id -u)" -ne 0 ]; then
-		command -v sudo >/dev/null || { log "need root (or sudo) to install ${missing[*]}"; exit 1; }
-		sudo=sudo
-	fi
-	log "installing ${missing[*]} from Debian"
-	$sudo apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+source "$(dirname "$0")/lib/apt.sh"
+apt_install_missing "${pkgs[@]}"
 for p in "${pkgs[@]}"; do
 	case "$p" in
 	bible-kjv) log "bible-kjv $(dpkg-query -W -f='${Version}' bible-kjv): $(command -v bible)" ;;

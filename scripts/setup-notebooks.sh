@@ -40,22 +40,8 @@ log() { printf 'setup-notebooks: %s\n' "$*"; }
 command -v go >/dev/null || { log "go is not on PATH (install Go 1.26 first)"; exit 1; }
 
 # 1. Jupyter from Debian.
-missing=()
-for p in "${APT_PACKAGES[@]}"; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-	sudo=""
-	if [ "$(id -u)" -ne 0 ]; then
-		command -v sudo >/dev/null || { log "need root (or sudo) to install ${missing[*]}"; exit 1; }
-		sudo=sudo
-	fi
-	log "installing ${missing[*]} from Debian"
-	$sudo apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
-else
-	log "Debian packages present: ${APT_PACKAGES[*]}"
-fi
+source "$(dirname "$0")/lib/apt.sh"
+apt_install_missing "${APT_PACKAGES[@]}"
 
 # 2. GoNB and goimports at pinned versions.
 gobin=$(go env GOBIN)
