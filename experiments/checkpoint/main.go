@@ -533,6 +533,14 @@ func infoCmd(args []string, stdout, stderr io.Writer) error {
 	if ck.Provenance.BLAS != "" {
 		fmt.Fprintf(stdout, "written by: %s\n", ck.Provenance)
 	}
+	if in := ck.Init; in != nil {
+		at := fmt.Sprintf("step %d", in.Step)
+		if in.Step < 0 {
+			at = "exported weights"
+		}
+		fmt.Fprintf(stdout, "initialised from: %s (%s, %s, SHA-256 %s), trained at seq-len %d with pos=%s\n",
+			in.Path, in.Kind, at, in.SHA256, in.Config.SeqLen, in.Config.Model.Pos)
+	}
 	return printModel(stdout, ck.Config, ck.Params)
 }
 

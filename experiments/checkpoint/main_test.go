@@ -283,3 +283,31 @@ func TestKindsCoverTasks(t *testing.T) {
 		t.Errorf("%d kinds, the test knows 5 tasks", n)
 	}
 }
+
+// TestInfoInitFrom: info of a run started from other weights names its
+// source (path, kind, step, hash, training length); one from scratch does
+// not.
+func TestInfoInitFrom(t *testing.T) {
+	dir := t.TempDir()
+	src := tinyLM(t, dir)
+	o, _ := runCmd(t, 0, "info", "-ckpt", src)
+	if strings.Contains(o, "initialised from") {
+		t.Errorf("info of a run from scratch names a source:\n%s", o)
+	}
+	ck, err := trainer.LoadCheckpoint(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := ck.Config
+	cfg.SeqLen, cfg.Steps = 16, 1
+	c, err := trainer.LoadCorpus(filepath.Join(dir, "c.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft := filepath.Join(dir, "ft.ckpt")
+	if _, err := trainer.Run(context.Background(), cfg, c, trainer.RunOptions{Ckpt: ft, InitFrom: src, NoEval: true}); err != nil {
+		t.Fatal(err)
+	}
+	o, _ = runCmd(t, 0, "info", "-ckpt", ft)
+	contains(t, "info of a fine-tuned run", o, "initialised from: "+src+" (checkpoint, step 2, SHA-256 ", "trained at seq-len 8 with pos=rope")
+}

@@ -57,6 +57,7 @@ func run(args []string) int {
 	ckpt := fs.String("ckpt", "", "checkpoint file (default runs/train/<pos>/ckpt.safetensors)")
 	resume := fs.String("resume", "", "resume from this checkpoint instead of -ckpt")
 	fresh := fs.Bool("fresh", false, "start from scratch even if the checkpoint exists")
+	initFrom := fs.String("init-from", "", "start a new run from the weights of this checkpoint or exported weights file (fine-tuning, e.g. at another -seq-len): its configuration, with the flags given; a fresh optimizer and step 0")
 	saveEvery := fs.Int("save-every", 100, "save a checkpoint every N steps (0: only at the end)")
 	sample := fs.Int("sample", 200, "bytes of sample text to generate at the end (0: none)")
 	prompt := fs.String("prompt", "Light ", "prompt of the sample")
@@ -83,7 +84,7 @@ func run(args []string) int {
 		cfg.Model.PosOpts.MaxLen = cfg.SeqLen // a learned table covers the training length
 	}
 	opt := trainer.RunOptions{
-		Ckpt: *ckpt, Resume: *resume, Fresh: *fresh, SaveEvery: *saveEvery,
+		Ckpt: *ckpt, Resume: *resume, Fresh: *fresh, InitFrom: *initFrom, SaveEvery: *saveEvery,
 		SampleLen: *sample, Prompt: *prompt, Temperature: *temp,
 		Progress: os.Stderr, Log: os.Stdout, MonitorEvery: *monitor, NoEval: *noEval,
 	}
@@ -114,6 +115,16 @@ func run(args []string) int {
 		}
 		if *corpus == "" && ck.CorpusPath != "" {
 			*corpus = ck.CorpusPath
+		}
+	} else if *initFrom != "" {
+		// A new run from other weights: the source's configuration with the
+		// flags given, the length-dependent options re-resolved.
+		src, err := trainer.ReadInit(*initFrom)
+		if err != nil {
+			return usage(err)
+		}
+		if cfg, err = trainer.InitConfig(src.Config, cfg, cf.Explicit); err != nil {
+			return usage(fmt.Errorf("-init-from %s: %v", *initFrom, err))
 		}
 	}
 	if cf.Dump() {

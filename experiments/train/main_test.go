@@ -16,12 +16,7 @@ import (
 func TestExitCodes(t *testing.T) {
 	dir := t.TempDir()
 	ck := filepath.Join(dir, "ck.safetensors")
-	corpus := filepath.Join(dir, "c.txt")
-	text := make([]byte, 4000)
-	for i := range text {
-		text[i] = "abcdefgh ij\n"[i%12]
-	}
-	os.WriteFile(corpus, text, 0o644)
+	corpus := cycleCorpus(t, dir)
 	tiny := []string{"-d", "16", "-heads", "2", "-layers", "1", "-ffn", "32", "-batch", "2", "-seq", "16", "-eval-batch", "4",
 		"-sample", "0", "-corpus", corpus, "-ckpt", ck}
 	for _, c := range []struct {
@@ -57,16 +52,8 @@ func TestExitCodes(t *testing.T) {
 func TestResumeTakesCheckpointConfig(t *testing.T) {
 	dir := t.TempDir()
 	ck := filepath.Join(dir, "ck.safetensors")
-	corpus := filepath.Join(dir, "c.txt")
-	text := make([]byte, 4000)
-	for i := range text {
-		text[i] = "abcdefgh ij\n"[i%12]
-	}
-	os.WriteFile(corpus, text, 0o644)
-	if got := run([]string{"-d", "16", "-heads", "2", "-layers", "1", "-ffn", "32", "-batch", "2", "-seq", "16", "-eval-batch", "4",
-		"-pos", "t5", "-dtype", "float64", "-warmup", "1", "-sample", "0", "-corpus", corpus, "-ckpt", ck, "-steps", "2"}); got != 0 {
-		t.Fatalf("first run: exit %d", got)
-	}
+	corpus := cycleCorpus(t, dir)
+	tinyRun(t, "t5", corpus, ck)
 	step := func() int {
 		t.Helper()
 		c, err := trainer.LoadCheckpoint(ck)
@@ -100,12 +87,7 @@ func TestResumeTakesCheckpointConfig(t *testing.T) {
 // docs/training.md), which a run without it records in its last log line.
 func TestNoEval(t *testing.T) {
 	dir := t.TempDir()
-	corpus := filepath.Join(dir, "c.txt")
-	text := make([]byte, 4000)
-	for i := range text {
-		text[i] = "abcdefgh ij\n"[i%12]
-	}
-	os.WriteFile(corpus, text, 0o644)
+	corpus := cycleCorpus(t, dir)
 	for _, noEval := range []bool{false, true} {
 		ck := filepath.Join(dir, fmt.Sprintf("ck%v.safetensors", noEval))
 		args := []string{"-d", "16", "-heads", "2", "-layers", "1", "-ffn", "32", "-batch", "2", "-seq", "16", "-eval-batch", "4",
@@ -123,5 +105,65 @@ func TestNoEval(t *testing.T) {
 		if got := strings.Contains(string(log), `"val`); got == noEval {
 			t.Errorf("-no-eval=%v: the log has a validation: %v, want %v\n%s", noEval, got, !noEval, log)
 		}
+	}
+}
+
+// TestInitFrom: -init-from starts a new run at another -seq-len from a
+// checkpoint's weights and configuration (the model options need not be
+// repeated); a model option that differs is refused with status 2; running
+// the same command again resumes the new run.
+func TestInitFrom(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src.safetensors")
+	ft := filepath.Join(dir, "ft.safetensors")
+	corpus := cycleCorpus(t, dir)
+	tinyRun(t, "rope", corpus, src)
+	args := []string{"-init-from", src, "-seq", "32", "-pos", "rope-pi", "-steps", "1", "-sample", "0", "-corpus", corpus, "-ckpt", ft}
+	if got := run(args); got != 0 {
+		t.Fatalf("train %q: exit %d", args, got)
+	}
+	ck, err := trainer.LoadCheckpoint(ft)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := ck.Config.Model.PosOpts
+	if ck.Step != 1 || ck.Init == nil || ck.Init.Step != 2 || ck.Config.SeqLen != 32 || ck.Config.Model.DModel != 16 ||
+		ck.Config.Model.Pos != "rope-pi" || o.RopeScale != 2 || o.RopeTrainLen != 16 {
+		t.Fatalf("step %d init %+v config %+v", ck.Step, ck.Init, ck.Config)
+	}
+	other := append(append([]string(nil), args[:len(args)-1]...), filepath.Join(dir, "other.safetensors"), "-d", "32")
+	if got := run(other); got != 2 {
+		t.Errorf("-init-from with another -d: exit %d, want 2", got)
+	}
+	args[7] = "2" // -steps 2: resumes the new run
+	if got := run(args); got != 0 {
+		t.Fatalf("resume: exit %d", got)
+	}
+	if ck, err := trainer.LoadCheckpoint(ft); err != nil || ck.Step != 2 || ck.Init == nil {
+		t.Fatalf("after resuming: %v, step %d", err, ck.Step)
+	}
+}
+
+// cycleCorpus writes a 4,000-byte text cycling through 12 bytes into dir.
+func cycleCorpus(t *testing.T, dir string) string {
+	t.Helper()
+	corpus := filepath.Join(dir, "c.txt")
+	text := make([]byte, 4000)
+	for i := range text {
+		text[i] = "abcdefgh ij\n"[i%12]
+	}
+	if err := os.WriteFile(corpus, text, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return corpus
+}
+
+// tinyRun trains a tiny model (d=16, 1 layer, L=16, float64) with encoding
+// pos on corpus for 2 updates into checkpoint ck.
+func tinyRun(t *testing.T, pos, corpus, ck string) {
+	t.Helper()
+	if got := run([]string{"-d", "16", "-heads", "2", "-layers", "1", "-ffn", "32", "-batch", "2", "-seq", "16", "-eval-batch", "4",
+		"-pos", pos, "-dtype", "float64", "-warmup", "1", "-sample", "0", "-corpus", corpus, "-ckpt", ck, "-steps", "2"}); got != 0 {
+		t.Fatalf("training %s: exit %d", pos, got)
 	}
 }

@@ -80,6 +80,9 @@ type Checkpoint struct {
 	// TaskConfig its TaskConfigurer.TaskConfig (nil if none).
 	Task       string
 	TaskConfig []byte
+	// Init is the source of the run's initial weights (RunOptions.InitFrom;
+	// metadata "init_from"), nil for a run from scratch.
+	Init *InitInfo
 	// Format is the format read ("rpe-go/trainer/v1", "/v2" or "/v3");
 	// Save writes v2 for the language model and v3 for other tasks.
 	Format string
@@ -265,6 +268,11 @@ func (ck *Checkpoint) Encode(w io.Writer) error {
 		"corpus_path":   ck.CorpusPath,
 		"provenance":    string(prov),
 	}
+	if ck.Init != nil {
+		if meta["init_from"], err = encodeInit(ck.Init); err != nil {
+			return err
+		}
+	}
 	if meta["format"] == checkpointFormatV3 {
 		meta["task"] = ck.kind()
 		meta["task_config"] = hex.EncodeToString(ck.TaskConfig)
@@ -438,6 +446,9 @@ func DecodeCheckpoint(buf []byte) (ck *Checkpoint, err error) {
 		ck.CorpusHash, ck.CorpusPath = meta["corpus_sha256"], meta["corpus_path"]
 		if err := json.Unmarshal([]byte(meta["provenance"]), &ck.Provenance); err != nil {
 			return nil, corrupt("provenance: %v", err)
+		}
+		if ck.Init, err = decodeInit(meta["init_from"]); err != nil {
+			return nil, corrupt("init_from: %v", err)
 		}
 	}
 	for _, n := range names {

@@ -104,6 +104,13 @@
 // last save) and returns an error wrapping ErrInterrupted; running again
 // resumes, and the losses equal those of an uninterrupted run.
 //
+// RunOptions.InitFrom starts a new run from the weights of another run's
+// checkpoint or exported weights file (fine-tuning, e.g. at a longer
+// sequence length): InitConfig derives its configuration (the source's,
+// with the options given, the length-dependent ones re-resolved),
+// InitRules says what it must keep, and its checkpoints record the source
+// (InitInfo, Checkpoint.Init).
+//
 // Run fails before its first update on what would fail later: bad options,
 // a configuration that cannot fit in memory, a checkpoint path that is not
 // writable or is locked by another run (Lock takes flock LOCK_EX|LOCK_NB on

@@ -32,6 +32,16 @@ type RunOptions struct {
 	Resume string
 	// Fresh starts from scratch even if Ckpt exists (it is then overwritten).
 	Fresh bool
+	// InitFrom, if set, is a checkpoint or exported weights file whose
+	// weights start a new run (fine-tuning, e.g. at another sequence
+	// length): the model must have exactly its parameters and the options
+	// of InitRules.Refused; the optimizer state, the step and the batches
+	// are this run's (InitConfig derives the configuration). The run's
+	// checkpoints record the source (Checkpoint.Init); resuming one with
+	// InitFrom set checks that it came from a file of the same bytes.
+	// InitFrom is used only when the run starts from scratch: an existing
+	// Ckpt is resumed (unless Fresh).
+	InitFrom string
 	// SaveEvery > 0 saves a checkpoint every SaveEvery updates.
 	SaveEvery int
 	// SampleLen is the length of the sample printed at the end (0: none),
@@ -95,6 +105,9 @@ type Summary struct {
 	// Val.BitsPerByte are the bits per byte at length SeqLen over the whole
 	// validation text (see Evaluator.Score), Val.Tokens the targets scored.
 	Val Validation
+	// Init is the source of the initial weights (RunOptions.InitFrom, or
+	// recorded in the checkpoint resumed from); nil for a run from scratch.
+	Init *InitInfo
 	// StartStep is the step resumed from, Steps the step reached.
 	StartStep, Steps int
 	// Losses are the training losses (nats) of the updates of this run.
@@ -134,6 +147,10 @@ func (o RunOptions) Check() error {
 	switch {
 	case o.Fresh && o.Resume != "":
 		return errors.New("-fresh and -resume contradict each other: -fresh starts from scratch, -resume continues a checkpoint; pass one")
+	case o.InitFrom != "" && o.Resume != "":
+		return errors.New("-init-from and -resume contradict each other: -init-from starts a new run from other weights, -resume continues a checkpoint; pass one")
+	case sameFile(o.InitFrom, o.Ckpt):
+		return errors.Errorf("-init-from %s is the run's own checkpoint -ckpt %s: the run would overwrite the weights it starts from; choose another -ckpt", o.InitFrom, o.Ckpt)
 	case o.SaveEvery < 0:
 		return errors.Errorf("-save-every %d must not be negative", o.SaveEvery)
 	case o.SampleLen < 0:
@@ -280,9 +297,24 @@ func RunTask(ctx context.Context, cfg Config, task Task, opt RunOptions) (sum *S
 		if ck.Format == checkpointFormatV1 {
 			fmt.Fprintf(logw, "(%s checkpoint: its corpus was not recorded, so it is not checked)\n", ck.Format)
 		}
+		if err := checkResumedInit(ck, from, opt.InitFrom); err != nil {
+			return nil, err
+		}
+		if ck.Init != nil {
+			fmt.Fprintf(logw, "(a run initialised from %s, sha256 %.12s)\n", ck.Init.Path, ck.Init.SHA256)
+		}
 		if ch := cfg.Changes(ck.Config); len(ch) > 0 {
 			fmt.Fprintf(logw, "this run changes: %s\n", strings.Join(ch, ", "))
 		}
+	} else if opt.InitFrom != "" {
+		src, err := readInitSource(opt.InitFrom)
+		if err != nil {
+			return nil, err
+		}
+		if err := t.initFrom(src); err != nil {
+			return nil, err
+		}
+		fmt.Fprintln(logw, describeInit(t.Init, cfg))
 	}
 	fmt.Fprintln(logw, task.Describe())
 
@@ -310,7 +342,7 @@ func RunTask(ctx context.Context, cfg Config, task Task, opt RunOptions) (sum *S
 	}
 
 	sum = &Summary{Config: cfg, Provenance: Provenance(), CorpusHash: task.DataHash(), Task: task.Kind(), Units: units,
-		StartStep: t.Step(), Steps: t.Step()}
+		Init: t.Init, StartStep: t.Step(), Steps: t.Step()}
 	if t.Step() >= cfg.Steps {
 		fmt.Fprintf(logw, "already trained to step %d; nothing to do: use -steps > %d to continue, or -fresh to start over\n",
 			t.Step(), t.Step())

@@ -29,6 +29,10 @@ type Trainer struct {
 	Params *graph.Params
 	Opt    optim.Optimizer
 	Sched  optim.WarmupCosine
+	// Init is the source of the initial weights of a run started from
+	// other weights (RunOptions.InitFrom), nil otherwise; checkpoints
+	// record it.
+	Init *InitInfo
 
 	step int
 	// broken is set when an update left non-finite weights: the trainer
@@ -363,6 +367,7 @@ func (t *Trainer) Checkpoint() (*Checkpoint, error) {
 		CorpusHash: t.Task.DataHash(),
 		Provenance: Provenance(),
 		Task:       t.Task.Kind(),
+		Init:       t.Init,
 	}
 	if dp, ok := t.Task.(interface{ DataPath() string }); ok {
 		ck.CorpusPath = dp.DataPath()
@@ -420,6 +425,7 @@ func (t *Trainer) Restore(ck *Checkpoint) error {
 		return errors.WithMessage(err, "checkpoint")
 	}
 	t.step = ck.Step
+	t.Init = ck.Init
 	t.broken = nil
 	return nil
 }
