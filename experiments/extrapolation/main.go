@@ -9,6 +9,7 @@
 //	go run ./experiments/extrapolation                # quick preset (see README for its measured time)
 //	go run ./experiments/extrapolation -preset full   # reference study: every encoding and variant x 3 seeds x 2000 updates
 //	go run ./experiments/extrapolation -preset long   # long context: L = 512, evaluated at 512 ... 4096 bytes (rope, alibi, t5, xl)
+//	go run ./experiments/extrapolation -preset bible  # the King James Bible, L = 512, evaluated at 512 ... 16,384 bytes with the long-text protocols
 //	go run ./experiments/extrapolation -render        # rewrite tables and plots from saved results
 //
 // Every option of the training configuration is a flag (-lr, -batch,
@@ -102,7 +103,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	cf := trainer.BindFlags(fs, &plan.Base, posenc.PosLine)
 	fs.String("preset", "quick", "study preset: "+strings.Join(extrapstudy.PresetNames(), ", ")+" (sets the defaults of the other flags)")
-	corpus := fs.String("corpus", "", corpora.FlagHelp+" (default: opticks)")
+	corpus := fs.String("corpus", "", corpora.FlagHelp+" (default: the preset's, opticks but for the bible preset's kjv)")
 	out := fs.String("out", "", "output directory (default runs/extrapolation/<preset>)")
 	encodings := fs.String("encodings", "", "comma-separated trained encodings or variants name@option=value@..., overriding the preset's (encodings: "+
 		strings.Join(extrapstudy.TrainableEncodings, ", ")+")")
@@ -162,6 +163,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	plan.MaxWindows, plan.SaveEvery = *maxWindows, *saveEvery
+	if *corpus != "" {
+		plan.Corpus = *corpus
+	}
 	if err := cf.CheckApplies(plan.EncodingNames()); err != nil {
 		return usage(err)
 	}
@@ -201,7 +205,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return usage(err)
 		}
 	}
-	c, err := corpora.Open(*corpus)
+	c, err := corpora.Open(plan.Corpus)
 	if err != nil {
 		return usage(err)
 	}

@@ -84,6 +84,35 @@ type Plan struct {
 	// SaveEvery > 0 saves a training checkpoint every SaveEvery updates (and
 	// always at the end or on interruption).
 	SaveEvery int
+	// Corpus names the corpus the preset trains on (corpora.Open: "" is
+	// the default, Opticks; "kjv" the King James Bible).
+	Corpus string
+	// Stream evaluates with the streamed attention (layers.Attention's
+	// Stream: O(Le) memory, the same scores up to rounding), so lengths of
+	// 16K fit in memory; training is not streamed.
+	Stream bool
+	// LongText are the long-text protocols (trainer.Protocol: chunks,
+	// stride, memory, sinks) scored, besides the full context, at every
+	// length on each trained model with its own encoding (not the RoPE
+	// scalings). Their rows carry the protocol's text form
+	// ("chunks:512"); an encoding that cannot run one (sinks without
+	// incremental decoding, or an absolute table past its window) gets a
+	// row with status n/a saying why.
+	LongText []trainer.Protocol
+	// ByEncoding orders the jobs encoding-major (every seed of the first
+	// encoding first) instead of seed-major, so that a study cut short by
+	// its budget has complete encodings from the head of its priority list.
+	ByEncoding bool
+}
+
+// ProtocolNames returns the protocols of the rows in table order:
+// Protocols, then the text form of each LongText protocol.
+func (p Plan) ProtocolNames() []string {
+	out := append([]string(nil), Protocols...)
+	for _, pr := range p.LongText {
+		out = append(out, pr.String())
+	}
+	return out
 }
 
 // FullVariants are the variants the full preset trains after the plain
@@ -94,7 +123,34 @@ type Plan struct {
 var FullVariants = []string{"sinusoidal@sinusoidal-scale=1", "t5@t5-max-distance=64", "deberta@deberta-max-position=64"}
 
 // PresetNames lists the built-in presets.
-func PresetNames() []string { return []string{"quick", "full", "long"} }
+func PresetNames() []string { return []string{"quick", "full", "long", "bible"} }
+
+// BibleEncodings are the encodings of the bible preset, in the priority
+// order of issue #33 (rope, whose scalings come with it, then alibi, t5,
+// xl, kerple-log, fire, cope, none); a budget cuts from the end.
+var BibleEncodings = []string{"rope", "alibi", "t5", "xl", "kerple-log", "fire", "cope", "none"}
+
+// BibleFactors are the lengths of the bible preset in units of L = 512:
+// 512 ... 16,384 bytes.
+var BibleFactors = []int{1, 2, 4, 8, 16, 32}
+
+// BibleMaxWindows is the bible preset's evaluation text: the first 8
+// windows of 32L = 16,384 bytes of the validation books (131,072 targets
+// per length, 37% of the 357,659 validation bytes).
+const BibleMaxWindows = 8
+
+// LongTextProtocols returns the long-text protocols of the bible preset
+// at training length L: independent chunks of L (the second document's
+// 分块处理), windows of L every L/2, segments of L with L states of memory
+// (记忆缓存), and a sliding cache of L keeping 4 sinks.
+func LongTextProtocols(L int) []trainer.Protocol {
+	return []trainer.Protocol{
+		{Name: trainer.ProtoChunks, Window: L},
+		{Name: trainer.ProtoStride, Window: L, Stride: L / 2},
+		{Name: trainer.ProtoMemory, Window: L, Memory: L},
+		{Name: trainer.ProtoSinks, Window: L, Sinks: 4},
+	}
+}
 
 // LongEncodings are the encodings of the long preset: those of the RoPE
 // versus ALiBi document (rope, alibi; its RoPE scalings come with rope)
@@ -122,8 +178,16 @@ var LongEncodings = []string{"rope", "alibi", "t5", "xl"}
 //     the whole validation split (13 windows of 4096 bytes). About half an
 //     hour per seed on a 2-core CPU (docs/studies/extrapolation.md gives
 //     the measured time).
+//   - "bible" is the long preset on the King James Bible (corpus "kjv",
+//     split by book: corpora.LoadBible) in the priority order of issue #33:
+//     BibleEncodings and the RoPE scalings, seeds 1, 2 and 3 (jobs
+//     encoding-major), the long preset's training, evaluated with the
+//     streamed attention at BibleFactors (512 ... 16,384 bytes) on the first
+//     BibleMaxWindows windows of 16,384 bytes, with the full context and
+//     every LongTextProtocols protocol.
 //
-// All evaluate at L, 2L, 4L and 8L (64 ... 512 bytes for quick and full).
+// The others evaluate at L, 2L, 4L and 8L (64 ... 512 bytes for quick and
+// full).
 func Preset(name string) (Plan, error) {
 	base := trainer.DefaultConfig()
 	base.Model.PosOpts.MaxLen = base.SeqLen
@@ -151,6 +215,15 @@ func Preset(name string) (Plan, error) {
 		p.Base.SeqLen, p.Base.Model.PosOpts.MaxLen = 512, 512
 		p.Base.Steps, p.Base.Batch, p.Base.Warmup = 1000, 4, 100
 		p.Seeds = []int64{1, 2, 3}
+	case "bible":
+		p.Encodings = append([]string(nil), BibleEncodings...)
+		p.Base.SeqLen, p.Base.Model.PosOpts.MaxLen = 512, 512
+		p.Base.Steps, p.Base.Batch, p.Base.Warmup = 1000, 4, 100
+		p.Seeds = []int64{1, 2, 3}
+		p.Factors = append([]int(nil), BibleFactors...)
+		p.MaxWindows = BibleMaxWindows
+		p.Corpus, p.Stream, p.ByEncoding = "kjv", true, true
+		p.LongText = LongTextProtocols(512)
 	default:
 		return Plan{}, errors.Errorf("unknown preset %q (valid: %s)", name, strings.Join(PresetNames(), ", "))
 	}
@@ -288,9 +361,18 @@ type EvalJob struct {
 func (j EvalJob) Key() string { return fmt.Sprintf("%s-seed%d", j.Encoding, j.Model.Seed) }
 
 // ModelJobs lists the trainings, seed-major (every encoding of seed 1
-// first), so that an interrupted study has complete seeds.
+// first), so that an interrupted study has complete seeds; with
+// ByEncoding, encoding-major.
 func (p Plan) ModelJobs() []ModelJob {
 	var out []ModelJob
+	if p.ByEncoding {
+		for _, e := range p.Encodings {
+			for _, s := range p.Seeds {
+				out = append(out, ModelJob{Encoding: label(e), Seed: s, Cfg: p.Config(e, s)})
+			}
+		}
+		return out
+	}
 	for _, s := range p.Seeds {
 		for _, e := range p.Encodings {
 			out = append(out, ModelJob{Encoding: label(e), Seed: s, Cfg: p.Config(e, s)})
@@ -320,11 +402,13 @@ func (p Plan) EvalJobs(m ModelJob) []EvalJob {
 }
 
 // EvalModel returns the model configuration of an evaluation at length le:
-// the trained model's (a variant's overrides included), with, for a RoPE
+// the trained model's (a variant's overrides included), streamed if
+// p.Stream, with, for a RoPE
 // scaling, its encoding replaced by the scaling, RopeScale = le/L and
 // RopeTrainLen = L.
 func (p Plan) EvalModel(j EvalJob, le int) (cfg trainer.Config) {
 	cfg = j.Model.Cfg
+	cfg.Model.Stream = p.Stream
 	if j.Encoding != j.Model.Encoding {
 		cfg.Model.Pos = j.Encoding
 		cfg.Model.PosOpts.RopeScale = float64(le) / float64(cfg.SeqLen)
@@ -417,6 +501,21 @@ func (p Plan) Validate(c *trainer.Corpus) error {
 	for _, f := range p.Factors {
 		if p.maxFactor()%f != 0 {
 			return errors.Errorf("plan: length factors %v: each must divide the largest, so every length tiles the same text", p.Factors)
+		}
+	}
+	seenProto := map[string]bool{}
+	for _, pr := range p.LongText {
+		if pr.Name == "" || pr.Name == trainer.ProtoFull {
+			return errors.Errorf("plan: long-text protocol %q: the full context is always scored (protocols %q and %q)", pr, ProtocolAll, ProtocolLast)
+		}
+		if seenProto[pr.String()] {
+			return errors.Errorf("plan: long-text protocol %s listed twice", pr)
+		}
+		seenProto[pr.String()] = true
+		for _, le := range p.Lengths() {
+			if err := pr.Check(le); err != nil {
+				return errors.WithMessage(err, "plan")
+			}
 		}
 	}
 	if p.MaxWindows < 0 || p.EvalTokens <= 0 || p.SaveEvery < 0 {

@@ -51,8 +51,11 @@ func TestPresets(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 		want, encs := []int{64, 128, 256, 512}, []string{"none", "sinusoidal", "t5", "rope", "alibi"}
-		if name == "long" {
+		switch name {
+		case "long":
 			want, encs = []int{512, 1024, 2048, 4096}, LongEncodings
+		case "bible":
+			want, encs = []int{512, 1024, 2048, 4096, 8192, 16384}, BibleEncodings
 		}
 		if !slices.Equal(p.Lengths(), want) {
 			t.Errorf("%s: lengths %v", name, p.Lengths())
@@ -63,8 +66,10 @@ func TestPresets(t *testing.T) {
 			}
 		}
 		text, err := p.EvalText(c.Val)
-		whole := p.MaxWindows == 0 && len(text) == len(c.Val)                                              // the full preset: the whole split
-		capped := p.MaxWindows > 0 && len(text) == p.MaxWindows*p.Lengths()[3]+1 && len(text) < len(c.Val) // quick: the first windows
+		lmax := p.Lengths()[len(p.Lengths())-1]
+		whole := p.MaxWindows == 0 && len(text) == len(c.Val) // the full preset: the whole split
+		k := min(p.MaxWindows, (len(c.Val)-1)/lmax)           // quick: the first windows (bible: all 3 of Opticks)
+		capped := p.MaxWindows > 0 && len(text) == k*lmax+1 && len(text) < len(c.Val)
 		if err != nil || !whole && !capped {
 			t.Errorf("%s: eval text %d of %d bytes (max windows %d), %v", name, len(text), len(c.Val), p.MaxWindows, err)
 		}
@@ -99,6 +104,17 @@ func TestPresets(t *testing.T) {
 	if long.Base.SeqLen != 512 || long.Base.Model.PosOpts.MaxLen != 512 || !strings.Contains(long.Reduced, "1000 updates of batch 4") ||
 		strings.Contains(long.Reduced, "seed") || len(long.Seeds) != 3 || long.MaxWindows != 0 {
 		t.Errorf("long preset: L %d, max len %d, max windows %d, says %q", long.Base.SeqLen, long.Base.Model.PosOpts.MaxLen, long.MaxWindows, long.Reduced)
+	}
+	bible, _ := Preset("bible")
+	if bible.Corpus != "kjv" || !bible.Stream || !bible.ByEncoding || len(bible.LongText) != 4 || bible.Base.SeqLen != 512 ||
+		len(bible.Seeds) != 3 || bible.MaxWindows != BibleMaxWindows || !strings.Contains(bible.Reduced, "131072 targets") {
+		t.Errorf("bible preset: %+v", bible)
+	}
+	if jobs := bible.ModelJobs(); jobs[0].Key() != "rope-seed1" || jobs[1].Key() != "rope-seed2" || jobs[3].Key() != "alibi-seed1" {
+		t.Errorf("bible jobs are not encoding-major: %s %s %s", jobs[0].Key(), jobs[1].Key(), jobs[3].Key())
+	}
+	if got := bible.ProtocolNames(); !slices.Equal(got, []string{"all", "last-L", "chunks:512", "stride:512:256", "memory:512:512", "sinks:512:4"}) {
+		t.Errorf("bible protocols %v", got)
 	}
 	if _, err := Preset("huge"); err == nil || !strings.Contains(err.Error(), "quick, full, long") {
 		t.Errorf("unknown preset: %v", err)

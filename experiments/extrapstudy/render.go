@@ -33,7 +33,23 @@ const (
 
 // PlotFile is the name of the plot of a protocol: "bpb_all.png",
 // "bpb_last-L.png".
-func PlotFile(protocol string) string { return "bpb_" + protocol + ".png" }
+func PlotFile(protocol string) string {
+	return "bpb_" + strings.ReplaceAll(protocol, ":", "-") + ".png"
+}
+
+// isLongText reports whether pr is a long-text protocol (trainer.Protocol's
+// text form), not one of Protocols.
+func isLongText(pr string) bool { return !slices.Contains(Protocols, pr) }
+
+// protocolEncodings are the encodings with rows under protocol pr, in table
+// order: every evaluated one for Protocols, the trained ones for a
+// long-text protocol.
+func (p Plan) protocolEncodings(pr string) []string {
+	if isLongText(pr) {
+		return p.Labels()
+	}
+	return p.EvalNames()
+}
 
 // order puts the saved rows in table order (the encodings as evaluated,
 // EvalNames; within one, the models in plan order), fills in what each row
@@ -100,7 +116,7 @@ func (r *runner) render(saved []Row, pending []string) error {
 		return err
 	}
 	r.out.Files = []string{path(FileCSV), path(FileJSON), path(FileTable)}
-	for _, pr := range Protocols {
+	for _, pr := range r.plan.ProtocolNames() {
 		if err := r.plot(rows, pr, path(PlotFile(pr))); err != nil {
 			return err
 		}
@@ -112,10 +128,17 @@ func (r *runner) render(saved []Row, pending []string) error {
 
 // protocolTitle describes a protocol for tables and plots.
 func protocolTitle(pr string, l int) string {
-	if pr == ProtocolAll {
+	switch pr {
+	case ProtocolAll:
 		return "(a) every target of non-overlapping windows of Le"
+	case ProtocolLast:
+		return fmt.Sprintf("(b) same windows, only the last L = %d targets scored", l)
 	}
-	return fmt.Sprintf("(b) same windows, only the last L = %d targets scored", l)
+	desc := pr
+	if tp, err := trainer.ParseProtocol(pr, l); err == nil {
+		desc = tp.Describe()
+	}
+	return fmt.Sprintf("protocol %s: every target of the windows of Le, each scored in %s", pr, desc)
 }
 
 // fmtCell formats an aggregated cell with prec decimals.
@@ -192,11 +215,11 @@ func (r *runner) markdown(rows []Row, pending []string) string {
 		b.WriteString("\n")
 	}
 	table := func(value func(Row) float64, prec int) {
-		for _, pr := range Protocols {
+		for _, pr := range p.ProtocolNames() {
 			fmt.Fprintf(&b, "\n%s\n\n", protocolTitle(pr, L))
 			cells := aggregate(rows, value)
 			header()
-			for _, e := range p.EvalNames() {
+			for _, e := range p.protocolEncodings(pr) {
 				fmt.Fprintf(&b, "| %s |", e)
 				for _, le := range lens {
 					if e != "rope" && slices.Contains(p.Scalings, e) && le == L {
@@ -272,6 +295,7 @@ func (r *runner) markdown(rows []Row, pending []string) string {
 			sel(e, func(r Row) float64 { return r.PeakRSSMB }))
 	}
 	b.WriteString("\nTimings are wall-clock on a shared machine and fluctuate with its load; the memory peaks include the process's baseline (weights, corpus, runtime).\n")
+	b.WriteString(protocolCost(rows, p, lmax))
 	return b.String()
 }
 
@@ -293,9 +317,9 @@ func pairedSections(rows []Row, p Plan) string {
 		conds = append(conds, cond(f*L))
 	}
 	var out strings.Builder
-	for _, pr := range Protocols {
+	for _, pr := range p.ProtocolNames() {
 		var t study.ScoreTable
-		for _, e := range p.EvalNames() { // the table's order
+		for _, e := range p.protocolEncodings(pr) { // the table's order
 			for _, r := range rows {
 				if r.Encoding != e || r.Protocol != pr || r.Status != StatusOK || (e != "rope" && slices.Contains(p.Scalings, e) && r.EvalLen == L) {
 					continue
@@ -311,7 +335,10 @@ func pairedSections(rows []Row, p Plan) string {
 			}
 		}
 		heading := "Paired comparisons, every target"
-		if pr != ProtocolAll {
+		switch {
+		case isLongText(pr):
+			heading = fmt.Sprintf("Paired comparisons, protocol %s", pr)
+		case pr != ProtocolAll:
 			heading = fmt.Sprintf("Paired comparisons, the last L = %d targets of each window", L)
 		}
 		out.WriteString(study.PairedSection(heading, conds, &t, "bits per byte", "bits/byte", "evaluation windows", "%.3f", stats.LowerIsBetter))
@@ -404,11 +431,11 @@ func (r *runner) curves(rows []Row, pr string) []series {
 	L := p.TrainLen()
 	cells := aggregate(rows, func(r Row) float64 { return r.BitsPerByte })
 	var out []series
-	for i, e := range p.EvalNames() {
+	for i, e := range p.protocolEncodings(pr) {
 		s := series{name: e, style: viz.SeriesStyle(i)}
 		for _, le := range p.Lengths() {
 			c, ok := cells[cellKey{e, le, pr}]
-			if !ok && le == L && slices.Contains(RopeScalings, e) {
+			if !ok && le == L && slices.Contains(RopeScalings, e) && !isLongText(pr) {
 				c, ok = cells[cellKey{"rope", le, pr}]
 			}
 			if !ok || c.NA || c.N == 0 {
@@ -587,4 +614,69 @@ func (precTicks) Ticks(lo, hi float64) []plot.Tick {
 func labelExact(v float64, prec int) bool {
 	back, err := strconv.ParseFloat(strconv.FormatFloat(v, 'f', prec, 64), 64)
 	return err == nil && math.Abs(back-v) <= math.Max(1e-9*math.Abs(v), 1e-12)
+}
+
+// protocolCost is the table of quality and cost of every protocol at the
+// longest length lmax: for each trained encoding and protocol, the bits per
+// byte, the evaluation time per target and the peak memory (mean [95% t
+// interval] over seeds). "" if the plan has no long-text protocol.
+func protocolCost(rows []Row, p Plan, lmax int) string {
+	if len(p.LongText) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## Long-text protocols at Le = %d: quality and cost\n\n", lmax)
+	fmt.Fprintf(&b, "Each protocol scores every target of the same text (windows of %d): %s; %s. %s\n\n", lmax,
+		"full is protocol (a), the whole window in one pass", strings.Join(func() []string {
+			var d []string
+			for _, pr := range p.LongText {
+				d = append(d, fmt.Sprintf("%s is %s", pr, pr.Describe()))
+			}
+			return d
+		}(), "; "), seedNote(len(p.Seeds)))
+	b.WriteString("| encoding | protocol | bits/byte | eval ms/token | peak Go heap MiB | peak RSS MiB |\n|---|---|---:|---:|---:|---:|\n")
+	cell := func(e, pr string, f func(Row) float64, prec int) string {
+		var v []float64
+		na, seen := false, false
+		for _, row := range rows {
+			if row.Encoding != e || row.EvalLen != lmax || row.Protocol != pr {
+				continue
+			}
+			seen = true
+			if row.Status == StatusNA {
+				na = true
+				continue
+			}
+			v = append(v, f(row))
+		}
+		switch {
+		case len(v) > 0:
+			return fmtCell(study.NewCell(v), true, prec)
+		case na:
+			return "n/a"
+		case seen:
+			return "-"
+		}
+		return "pending"
+	}
+	for _, e := range p.Labels() {
+		for _, pr := range append([]string{ProtocolAll}, p.ProtocolNames()[len(Protocols):]...) {
+			name := pr
+			if pr == ProtocolAll {
+				name = "full"
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", e, name,
+				cell(e, pr, func(r Row) float64 { return r.BitsPerByte }, 3),
+				cell(e, pr, func(r Row) float64 { return r.EvalMsPerToken }, 3),
+				cell(e, pr, func(r Row) float64 { return r.PeakHeapMB }, 0),
+				cell(e, pr, func(r Row) float64 { return r.PeakRSSMB }, 0))
+		}
+	}
+	for _, row := range rows {
+		if row.Status == StatusNA && isLongText(row.Protocol) && row.EvalLen == lmax && row.Seed == p.Seeds[0] {
+			fmt.Fprintf(&b, "\nn/a for %s with %s: %s.", row.Encoding, row.Protocol, row.Note)
+		}
+	}
+	b.WriteString("\n")
+	return b.String()
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/rpe-go/rpe/experiments/study"
 	"github.com/rpe-go/rpe/experiments/trainer"
 	"github.com/rpe-go/rpe/graph"
+	"github.com/rpe-go/rpe/layers"
 	"github.com/rpe-go/rpe/posenc"
 )
 
@@ -115,8 +116,9 @@ func Clean(dir string) error {
 			return errors.Wrap(err, "cleaning the output directory")
 		}
 	}
-	for _, pr := range Protocols {
-		if err := os.RemoveAll(filepath.Join(dir, PlotFile(pr))); err != nil {
+	plots, _ := filepath.Glob(filepath.Join(dir, PlotFile("*")))
+	for _, f := range plots {
+		if err := os.Remove(f); err != nil {
 			return errors.Wrap(err, "cleaning the output directory")
 		}
 	}
@@ -138,6 +140,10 @@ type jobSpec struct {
 	TextBytes  int        `json:"text_bytes"`
 	TextCRC    uint32     `json:"text_crc32"`
 	EvalTokens int        `json:"eval_tokens"`
+	// Stream and LongText are the plan's (empty for the presets before
+	// them, so their saved rows stay valid).
+	Stream   bool     `json:"stream,omitempty"`
+	LongText []string `json:"long_text,omitempty"`
 }
 
 // evalSpec is one evaluation of a model.
@@ -189,7 +195,10 @@ func open(p Plan, c *trainer.Corpus, opt Options) (*runner, error) {
 
 func (r *runner) spec(m ModelJob) (jobSpec, error) {
 	s := jobSpec{Config: m.Cfg, CorpusBytes: r.corpus.n, CorpusCRC: r.crc, TextBytes: len(r.text),
-		TextCRC: crc32.Checksum(r.text, crcTable), EvalTokens: r.plan.EvalTokens}
+		TextCRC: crc32.Checksum(r.text, crcTable), EvalTokens: r.plan.EvalTokens, Stream: r.plan.Stream}
+	for _, pr := range r.plan.LongText {
+		s.LongText = append(s.LongText, pr.String())
+	}
 	for _, j := range r.plan.EvalJobs(m) {
 		s.Evals = append(s.Evals, evalSpec{Encoding: j.Encoding, Factors: j.Factors})
 	}
@@ -344,6 +353,11 @@ func (r *runner) do(ctx context.Context, m ModelJob, ckpt, tag string) ([]Row, e
 	for _, j := range evals {
 		for _, f := range j.Factors {
 			units += r.evalUnits(f * L)
+			if j.Encoding == m.Encoding {
+				for _, pr := range r.plan.LongText {
+					units += r.protoUnits(pr)
+				}
+			}
 		}
 	}
 	bar := trainer.Progress(nil)
@@ -372,8 +386,22 @@ func (r *runner) evalUnits(le int) int64 {
 	return int64(float64(len(r.text)-1) * max(1, float64(le)/float64(2*r.plan.Base.SeqLen)))
 }
 
+// protoUnits is the rough cost of scoring the text with long-text protocol
+// pr, in the units of evalUnits.
+func (r *runner) protoUnits(pr trainer.Protocol) int64 {
+	u := r.evalUnits(pr.GraphLen(pr.Window))
+	switch pr.Name {
+	case trainer.ProtoStride:
+		u = u * int64(pr.Window) / int64(pr.Stride)
+	case trainer.ProtoSinks:
+		u *= 4 // token by token
+	}
+	return u
+}
+
 // evaluate scores the trained model (params) under evaluation j at every
-// factor with both protocols, and returns its rows (base gives the
+// factor with both protocols (and, for the model's own encoding, the
+// plan's long-text protocols), and returns its rows (base gives the
 // model's fields).
 func (r *runner) evaluate(ctx context.Context, tag string, j EvalJob, base Row, params *graph.Params, bar trainer.Progress) ([]Row, error) {
 	if h := r.opt.Hooks.EvalStart; h != nil {
@@ -416,34 +444,43 @@ func (r *runner) evaluate(ctx context.Context, tag string, j EvalJob, base Row, 
 		if j.Encoding != j.Model.Encoding {
 			row.RopeScale = cfg.Model.PosOpts.RopeScale
 		}
-		if errors.Is(err, posenc.ErrBeyondTable) {
+		switch {
+		case errors.Is(err, posenc.ErrBeyondTable):
 			row.Status = StatusNA
 			row.Note = fmt.Sprintf("learned table has %d positions, Le = %d", cfg.Model.PosOpts.MaxLen, le)
 			for _, p := range Protocols {
 				row.Protocol = p
 				rows = append(rows, row)
 			}
-			continue
-		}
-		if err != nil {
+		case err != nil:
 			return nil, errors.WithMessagef(err, "evaluating %s at Le = %d", j.Key(), le)
-		}
-		row.Status = StatusOK
-		row.EvalMsPerToken = dt.Seconds() * 1000 / float64(scores[0].Tokens)
-		if le == lmax {
-			row.PeakHeapMB = float64(mem.PeakHeap) / (1 << 20)
-			row.PeakRSSMB = float64(mem.PeakRSS) / (1 << 20)
-			row.RSSSource = mem.RSSSource
-		}
-		for i, s := range scores {
-			row.Protocol = Protocols[i]
-			row.BitsPerByte, row.Perplexity, row.Nats = s.BitsPerByte(), s.Perplexity(), s.Nats/float64(s.Tokens)
-			row.Windows, row.Tokens = s.Windows, s.Tokens
-			row.WindowBits = make([]float32, len(s.WindowNats))
-			for w, v := range s.WindowNats {
-				row.WindowBits[w] = float32(v / math.Ln2)
+		default:
+			row.Status = StatusOK
+			row.EvalMsPerToken = dt.Seconds() * 1000 / float64(scores[0].Tokens)
+			if le == lmax {
+				row.PeakHeapMB = float64(mem.PeakHeap) / (1 << 20)
+				row.PeakRSSMB = float64(mem.PeakRSS) / (1 << 20)
+				row.RSSSource = mem.RSSSource
 			}
-			rows = append(rows, row)
+			for i, s := range scores {
+				row.Protocol = Protocols[i]
+				rows = append(rows, scoredRow(row, s))
+			}
+		}
+		if j.Encoding == j.Model.Encoding {
+			for _, pr := range r.plan.LongText {
+				if bar != nil {
+					bar.Describe(fmt.Sprintf("%s eval %s Le=%d %s", tag, j.Encoding, le, pr))
+				}
+				pro, err := r.evaluateProtocol(params, cfg, pr, le, le == lmax, row)
+				if err != nil {
+					return nil, errors.WithMessagef(err, "evaluating %s at Le = %d with protocol %s", j.Key(), le, pr)
+				}
+				rows = append(rows, pro)
+				if bar != nil {
+					bar.Add(r.protoUnits(pr))
+				}
+			}
 		}
 	}
 	var cells []string
@@ -462,4 +499,72 @@ func (r *runner) evaluate(ctx context.Context, tag string, j EvalJob, base Row, 
 	fmt.Fprintf(r.opt.Log, "%s evaluated %s (bits/byte, all targets) %s in %s\n", tag, j.Encoding, strings.Join(cells, ", "),
 		time.Since(t0).Round(100*time.Millisecond))
 	return rows, nil
+}
+
+// scoredRow is row with the scores of s (bits per byte, perplexity, nats
+// per target, windows, targets, every window's bits).
+func scoredRow(row Row, s trainer.Score) Row {
+	row.BitsPerByte, row.Perplexity, row.Nats = s.BitsPerByte(), s.Perplexity(), s.Nats/float64(s.Tokens)
+	row.Windows, row.Tokens = s.Windows, s.Tokens
+	row.WindowBits = make([]float32, len(s.WindowNats))
+	for w, v := range s.WindowNats {
+		row.WindowBits[w] = float32(v / math.Ln2)
+	}
+	return row
+}
+
+// protocolNA says why the model cfg cannot score documents of le tokens
+// with pr ("" if it can): sinks needs incremental decoding, and a sliding
+// cache an encoding whose cache can slide (not an absolute table) when
+// the document exceeds the window; a learned table must cover the graph.
+func protocolNA(cfg trainer.Config, pr trainer.Protocol, le int) string {
+	if pr.Name == trainer.ProtoSinks {
+		if err := layers.CanDecode(cfg.Model); err != nil {
+			return err.Error()
+		}
+		if pr.Window < le {
+			if err := layers.CanSlide(cfg.Model); err != nil {
+				return err.Error()
+			}
+		}
+		if err := layers.CheckDecodeWindow(cfg.Model, pr.Window); err != nil {
+			return err.Error()
+		}
+	}
+	return ""
+}
+
+// evaluateProtocol scores the evaluation text at le with long-text
+// protocol pr (base: the row of the full context at le, whose scores it
+// replaces), measuring the time per target and, if peak, the peak memory
+// of its first batch.
+func (r *runner) evaluateProtocol(params *graph.Params, cfg trainer.Config, pr trainer.Protocol, le int, peak bool, base Row) (Row, error) {
+	row := base
+	row.Protocol = pr.String()
+	row.EvalMsPerToken, row.PeakHeapMB, row.PeakRSSMB, row.RSSSource, row.Note = 0, 0, 0, "", ""
+	if why := protocolNA(cfg, pr, le); why != "" {
+		row.Status, row.Note = StatusNA, why
+		return row, nil
+	}
+	batch := max(1, r.plan.EvalTokens/pr.GraphLen(le))
+	opt := trainer.EvalOptions{Len: le, Batch: batch, Protocol: pr}
+	if peak {
+		first := r.text[:min(batch*le+1, len(r.text))]
+		mem := study.MeasureMemory(func() { trainer.ScoreText(params, cfg.Model, first, []int{0}, opt) })
+		row.PeakHeapMB, row.PeakRSSMB, row.RSSSource = float64(mem.PeakHeap)/(1<<20), float64(mem.PeakRSS)/(1<<20), mem.RSSSource
+	}
+	t0 := time.Now()
+	scores, err := trainer.ScoreText(params, cfg.Model, r.text, []int{0}, opt)
+	dt := time.Since(t0)
+	if errors.Is(err, posenc.ErrBeyondTable) {
+		row.Status, row.Note = StatusNA, err.Error()
+		row.PeakHeapMB, row.PeakRSSMB, row.RSSSource = 0, 0, ""
+		return row, nil
+	}
+	if err != nil {
+		return row, err
+	}
+	row.Status = StatusOK
+	row.EvalMsPerToken = dt.Seconds() * 1000 / float64(scores[0].Tokens)
+	return scoredRow(row, scores[0]), nil
 }

@@ -594,3 +594,71 @@ func TestRunDamagedCheckpoint(t *testing.T) {
 		t.Errorf("retrained study differs:\n%v\n%v", a, b)
 	}
 }
+
+// TestLongTextProtocols: a plan with long-text protocols scores each on
+// the trained encodings (not the RoPE scalings) at every length, streamed;
+// chunks of L at Le = L is the full context at L (the same windows);
+// sinks is n/a for an absolute table past its window, with the reason;
+// the tables, the cost table and a plot per protocol are written, and the
+// saved rows of the plan without the protocols are not reused.
+func TestLongTextProtocols(t *testing.T) {
+	p := tinyPlan("learned", "alibi", "rope")
+	p.Scalings = []string{"rope-yarn"}
+	p.Stream = true
+	p.Seeds = []int64{1, 2} // paired comparisons need two
+	p.LongText = LongTextProtocols(8)
+	dir := t.TempDir()
+	o, err := run(t, p, dir, newCounter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := map[string]Row{}
+	for _, r := range o.Rows {
+		get[r.Encoding+"/"+itoa(r.EvalLen)+"/"+r.Protocol] = r
+	}
+	for _, e := range []string{"learned", "alibi", "rope"} {
+		for _, le := range []int{8, 16, 32} {
+			for _, pr := range p.LongText {
+				r, ok := get[e+"/"+itoa(le)+"/"+pr.String()]
+				switch {
+				case !ok:
+					t.Fatalf("no row for %s at %d with %s", e, le, pr)
+				case e == "learned" && pr.Name == trainer.ProtoSinks && le > 8 || e == "learned" && pr.Name == trainer.ProtoMemory:
+					if r.Status != StatusNA || r.Note == "" {
+						t.Errorf("%s at %d with %s: %s %q, want n/a with a reason", e, le, pr, r.Status, r.Note)
+					}
+				case r.Status != StatusOK || !(r.BitsPerByte > 0) || r.Tokens != 4*32 || !(r.EvalMsPerToken > 0) || r.Note != "":
+					t.Errorf("%s at %d with %s: %+v", e, le, pr, r)
+				case le == 32 && !(r.PeakHeapMB > 0):
+					t.Errorf("%s at 4L with %s: no peak memory", e, pr)
+				}
+			}
+		}
+		full, chunks := get[e+"/8/all"], get[e+"/8/chunks:8"]
+		if !near(full.BitsPerByte, chunks.BitsPerByte) {
+			t.Errorf("%s: chunks of L at Le = L %.12f bits/byte, the full context %.12f", e, chunks.BitsPerByte, full.BitsPerByte)
+		}
+	}
+	for k := range get {
+		if strings.HasPrefix(k, "rope-yarn/") && !strings.HasSuffix(k, "/all") && !strings.HasSuffix(k, "/last-L") {
+			t.Errorf("a long-text protocol row for a RoPE scaling: %s", k)
+		}
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, FileTable))
+	for _, s := range []string{"protocol sinks:8:4: every target of the windows of Le, each scored in sliding cache of 8 keeping 4 sinks",
+		"## Long-text protocols at Le = 32: quality and cost", "| alibi | memory:8:8 |", "| learned | sinks:8:4 | n/a |",
+		"Paired comparisons, protocol stride:8:4"} {
+		if !strings.Contains(string(md), s) {
+			t.Errorf("table.md lacks %q", s)
+		}
+	}
+	for _, pr := range p.ProtocolNames() {
+		if _, err := os.Stat(filepath.Join(dir, PlotFile(pr))); err != nil {
+			t.Errorf("plot of %s: %v", pr, err)
+		}
+	}
+	// Without the protocols the saved rows are another plan's: refused.
+	p.LongText = nil
+	_, err = run(t, p, dir, newCounter())
+	wantErr(t, err, "hold rows and checkpoints of another configuration")
+}
