@@ -80,8 +80,8 @@ type JobFile[S, R any] struct {
 	CkptSHA256 string `json:"ckpt_sha256,omitempty"`
 }
 
-// fileSHA256 is the hex SHA-256 of a file.
-func fileSHA256(path string) (string, error) {
+// FileSHA256 is the hex SHA-256 of a file's bytes (errors name it).
+func FileSHA256(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
@@ -99,7 +99,7 @@ func fileSHA256(path string) (string, error) {
 // error naming the file and what is wrong.
 func VerifyCkpt(path, sum string) error {
 	if sum != "" {
-		got, err := fileSHA256(path)
+		got, err := FileSHA256(path)
 		if err != nil {
 			return errors.Wrapf(err, "checkpoint %s", path)
 		}
@@ -359,7 +359,7 @@ func (js *Jobs[S, R]) run(ctx context.Context, i int, tag string) (reused bool, 
 	}
 	jf := JobFile[S, R]{Spec: now, Rows: rows}
 	if _, serr := os.Stat(ck); serr == nil {
-		if jf.CkptSHA256, err = fileSHA256(ck); err != nil {
+		if jf.CkptSHA256, err = FileSHA256(ck); err != nil {
 			return false, err
 		}
 	}

@@ -219,3 +219,51 @@ func TestInitConfigRope(t *testing.T) {
 		t.Errorf("plain rope changed: %+v", cfg.Model.PosOpts)
 	}
 }
+
+// TestKeepAt: KeepAt keeps the checkpoint of each listed step beside the
+// run's own, equal to what the run saved at that step, also across a
+// resumption; bad values are refused.
+func TestKeepAt(t *testing.T) {
+	cfg := tinyConfig()
+	cfg.Steps = 5
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "ck.safetensors")
+	stop := RunOptions{Ckpt: ck, KeepAt: []int{1, 4}, NoEval: true,
+		BeforeStep: func(s int) error {
+			if s == 2 {
+				return context.Canceled
+			}
+			return nil
+		}}
+	if _, err := Run(context.Background(), cfg, tinyCorpus(t), stop); err == nil {
+		t.Fatal("no interruption")
+	}
+	stop.BeforeStep = nil
+	if _, err := Run(context.Background(), cfg, tinyCorpus(t), stop); err != nil {
+		t.Fatal(err)
+	}
+	ref := newTiny(t, cfg)
+	for _, step := range []int{1, 4} {
+		trainN(t, ref, map[int]int{1: 1, 4: 3}[step])
+		got, err := LoadCheckpoint(KeepPath(ck, step))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Step != step {
+			t.Fatalf("kept checkpoint of step %d is at step %d", step, got.Step)
+		}
+		for _, n := range ref.Params.Names() {
+			if !reflect.DeepEqual(got.Params[n].Data, ref.Params.Float64s(n)) {
+				t.Fatalf("kept checkpoint of step %d: %s differs from an uninterrupted run's", step, n)
+			}
+		}
+	}
+	if _, err := os.Stat(KeepPath(ck, 2)); !os.IsNotExist(err) {
+		t.Errorf("a checkpoint kept at step 2, which KeepAt does not list")
+	}
+	if KeepPath("a/ckpt.safetensors", 25) != "a/ckpt.step25.safetensors" {
+		t.Errorf("KeepPath %s", KeepPath("a/ckpt.safetensors", 25))
+	}
+	wantErr(t, RunOptions{KeepAt: []int{3}}.Check(), "needs a checkpoint path")
+	wantErr(t, RunOptions{Ckpt: ck, KeepAt: []int{0}}.Check(), "keep-at step 0 must be positive")
+}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,6 +45,12 @@ type RunOptions struct {
 	InitFrom string
 	// SaveEvery > 0 saves a checkpoint every SaveEvery updates.
 	SaveEvery int
+	// KeepAt lists steps at which a copy of the checkpoint is kept, as
+	// KeepPath(Ckpt, step), besides Ckpt itself (saved at the same step):
+	// the weights of a run at chosen points, e.g. a fine-tuning scored after
+	// 25, 100 and 400 updates. Each must be positive and needs Ckpt; a
+	// resumed run writes those after the step it resumes from.
+	KeepAt []int
 	// SampleLen is the length of the sample printed at the end (0: none),
 	// continuing Prompt at Temperature with seed Config.Seed (the language
 	// model only: another task refuses SampleLen > 0).
@@ -157,6 +164,13 @@ func (o RunOptions) Check() error {
 		return errors.Errorf("-sample %d must not be negative", o.SampleLen)
 	case o.MonitorEvery < 0:
 		return errors.Errorf("-monitor %d must not be negative (0 turns the monitor off)", o.MonitorEvery)
+	case len(o.KeepAt) > 0 && o.Ckpt == "":
+		return errors.Errorf("keeping the checkpoints of steps %v needs a checkpoint path", o.KeepAt)
+	}
+	for _, s := range o.KeepAt {
+		if s <= 0 {
+			return errors.Errorf("keep-at step %d must be positive", s)
+		}
 	}
 	return nil
 }
@@ -438,8 +452,13 @@ func RunTask(ctx context.Context, cfg Config, task Task, opt RunOptions) (sum *S
 			pending.setVal(v)
 			say("step %d: train loss %.4f %s, val %.4f %s\n", r.Step, r.Loss/math.Ln2, units.Loss, v.Value, v.Name)
 		}
-		if opt.Ckpt != "" && opt.SaveEvery > 0 && r.Step%opt.SaveEvery == 0 {
+		if opt.Ckpt != "" && (opt.SaveEvery > 0 && r.Step%opt.SaveEvery == 0 || slices.Contains(opt.KeepAt, r.Step)) {
 			if err := save(); err != nil {
+				return sum, err
+			}
+		}
+		if slices.Contains(opt.KeepAt, r.Step) {
+			if err := t.Save(KeepPath(opt.Ckpt, r.Step)); err != nil {
 				return sum, err
 			}
 		}
@@ -479,6 +498,13 @@ func RunTask(ctx context.Context, cfg Config, task Task, opt RunOptions) (sum *S
 	}
 	fmt.Fprintln(logw, sum)
 	return sum, nil
+}
+
+// KeepPath is the copy of checkpoint ckpt kept at step (RunOptions.KeepAt):
+// "dir/ckpt.safetensors" -> "dir/ckpt.step25.safetensors".
+func KeepPath(ckpt string, step int) string {
+	ext := filepath.Ext(ckpt)
+	return fmt.Sprintf("%s.step%d%s", strings.TrimSuffix(ckpt, ext), step, ext)
 }
 
 // validateTask runs the task's validation of the trainer's weights; a
