@@ -123,7 +123,11 @@ func (p Plan) ProtocolNames() []string {
 var FullVariants = []string{"sinusoidal@sinusoidal-scale=1", "t5@t5-max-distance=64", "deberta@deberta-max-position=64"}
 
 // PresetNames lists the built-in presets.
-func PresetNames() []string { return []string{"quick", "full", "long", "bible"} }
+func PresetNames() []string { return []string{"quick", "full", "long", "bible", "bible-large"} }
+
+// LargeEncodings are the encodings of the bible-large preset: the key
+// contrast of issue #33 (rope, evaluated with YaRN too; alibi; xl).
+var LargeEncodings = []string{"rope", "alibi", "xl"}
 
 // BibleEncodings are the encodings of the bible preset, in the priority
 // order of issue #33 (rope, whose scalings come with it, then alibi, t5,
@@ -185,6 +189,11 @@ var LongEncodings = []string{"rope", "alibi", "t5", "xl"}
 //     streamed attention at BibleFactors (512 ... 16,384 bytes) on the first
 //     BibleMaxWindows windows of 16,384 bytes, with the full context and
 //     every LongTextProtocols protocol.
+//   - "bible-large" is the key contrast of the bible preset at about 4x
+//     the parameters: d = 256 (4 heads of 64), FFN 1024, 2 layers (1.7 M
+//     parameters against 0.46 M), LargeEncodings with rope-yarn at
+//     evaluation, seeds 1, 2 and 3, the same training and text, scored at
+//     1L ... 16L (512 ... 8,192 bytes) with the full context only.
 //
 // The others evaluate at L, 2L, 4L and 8L (64 ... 512 bytes for quick and
 // full).
@@ -224,6 +233,16 @@ func Preset(name string) (Plan, error) {
 		p.MaxWindows = BibleMaxWindows
 		p.Corpus, p.Stream, p.ByEncoding = "kjv", true, true
 		p.LongText = LongTextProtocols(512)
+	case "bible-large":
+		p.Encodings = append([]string(nil), LargeEncodings...)
+		p.Scalings = []string{posenc.RopeYaRN}
+		p.Base.SeqLen, p.Base.Model.PosOpts.MaxLen = 512, 512
+		p.Base.Steps, p.Base.Batch, p.Base.Warmup = 1000, 4, 100
+		p.Base.Model.DModel, p.Base.Model.FFN = 256, 1024
+		p.Seeds = []int64{1, 2, 3}
+		p.Factors = []int{1, 2, 4, 8, 16}
+		p.MaxWindows = 2 * BibleMaxWindows // the bible preset's 131,072 targets, in windows of 8,192
+		p.Corpus, p.Stream, p.ByEncoding = "kjv", true, true
 	default:
 		return Plan{}, errors.Errorf("unknown preset %q (valid: %s)", name, strings.Join(PresetNames(), ", "))
 	}

@@ -56,6 +56,8 @@ func TestPresets(t *testing.T) {
 			want, encs = []int{512, 1024, 2048, 4096}, LongEncodings
 		case "bible":
 			want, encs = []int{512, 1024, 2048, 4096, 8192, 16384}, BibleEncodings
+		case "bible-large":
+			want, encs = []int{512, 1024, 2048, 4096, 8192}, LargeEncodings
 		}
 		if !slices.Equal(p.Lengths(), want) {
 			t.Errorf("%s: lengths %v", name, p.Lengths())
@@ -115,6 +117,11 @@ func TestPresets(t *testing.T) {
 	}
 	if got := bible.ProtocolNames(); !slices.Equal(got, []string{"all", "last-L", "chunks:512", "stride:512:256", "memory:512:512", "sinks:512:4"}) {
 		t.Errorf("bible protocols %v", got)
+	}
+	large, _ := Preset("bible-large")
+	if large.Base.Model.DModel != 256 || large.Base.Model.FFN != 1024 || !slices.Equal(large.Scalings, []string{"rope-yarn"}) ||
+		large.Corpus != "kjv" || len(large.LongText) != 0 || len(large.Seeds) != 3 || large.MaxWindows*8192 != bible.MaxWindows*16384 {
+		t.Errorf("bible-large preset: %+v", large)
 	}
 	if _, err := Preset("huge"); err == nil || !strings.Contains(err.Error(), "quick, full, long") {
 		t.Errorf("unknown preset: %v", err)
