@@ -20,7 +20,9 @@ type ProvenanceInfo struct {
 	BLAS      string `json:"blas"`
 	GoVersion string `json:"go_version"`
 	// GitRev is the commit the code was built from, "unknown" if neither
-	// the binary nor the working directory says; Dirty reports uncommitted
+	// the binary nor the working directory says, "unstamped" for a binary
+	// built without a VCS stamp that is not a `go run` or `go test` build
+	// (its checkout may have moved since); Dirty reports uncommitted
 	// changes, false if unknown. See Provenance for where they come from.
 	GitRev string `json:"git_rev"`
 	Dirty  bool   `json:"dirty"`
@@ -39,25 +41,32 @@ var (
 // (`go build` in a checkout: vcs.revision and vcs.modified), which stays
 // right however the checkout moves while the binary runs; without a stamp
 // (`go run`, `go test`, or GOFLAGS=-buildvcs=false, as on this project's
-// machines) it is the HEAD of the checkout the source was compiled from
-// (`git -C <source dir> rev-parse HEAD`, `git status --porcelain`; the source
-// directory is the one this file was compiled from, so a command run from
-// any working directory names the project's revision, not that of the
-// directory it runs in).
+// machines) a `go run` or `go test` binary (one in the build cache's
+// temporary go-build directory, built just before it runs) takes the HEAD
+// of the checkout the source was compiled from (`git -C <source dir>
+// rev-parse HEAD`, `git status --porcelain`; the source directory is the
+// one this file was compiled from, so a command run from any working
+// directory names the project's revision, not that of the directory it
+// runs in). Any other unstamped binary records "unstamped": the checkout's
+// HEAD when it runs need not be the one it was built from (a binary built
+// with `go build -o` and run after later commits would name them). Build
+// long-lived binaries with `go build -buildvcs=true`.
 func Provenance() ProvenanceInfo {
 	provOnce.Do(func() {
 		var settings []debug.BuildSetting
 		if bi, ok := debug.ReadBuildInfo(); ok {
 			settings = bi.Settings
 		}
-		prov = provenanceFrom(settings, workingTreeRev)
+		prov = provenanceFrom(settings, workingTreeRev, transientBinary())
 	})
 	return prov
 }
 
 // provenanceFrom is Provenance from the binary's build settings, falling
-// back to gitRev (the working directory's revision) without vcs.revision.
-func provenanceFrom(settings []debug.BuildSetting, gitRev func() (rev string, dirty, ok bool)) ProvenanceInfo {
+// back to gitRev (the working directory's revision) without vcs.revision
+// if the binary is transient (built by go run or go test), else to
+// "unstamped".
+func provenanceFrom(settings []debug.BuildSetting, gitRev func() (rev string, dirty, ok bool), transient bool) ProvenanceInfo {
 	p := ProvenanceInfo{BLAS: graph.BLASName(), GoVersion: runtime.Version(), GitRev: "unknown", Machine: machine()}
 	for _, s := range settings {
 		switch s.Key {
@@ -70,10 +79,22 @@ func provenanceFrom(settings []debug.BuildSetting, gitRev func() (rev string, di
 	if p.GitRev != "unknown" {
 		return p
 	}
+	if !transient {
+		p.GitRev = "unstamped"
+		return p
+	}
 	if rev, dirty, ok := gitRev(); ok {
 		p.GitRev, p.Dirty = rev, dirty
 	}
 	return p
+}
+
+// transientBinary reports whether this executable was built by go run or
+// go test: it lives in a go-build directory of the build cache's temporary
+// space.
+func transientBinary() bool {
+	exe, err := os.Executable()
+	return err == nil && strings.Contains(filepath.ToSlash(exe), "/go-build")
 }
 
 // machine describes this machine: GOOS/GOARCH, the CPUs this process may

@@ -17,16 +17,18 @@ func TestProvenanceFrom(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		settings []debug.BuildSetting
-		tree     func() (string, bool, bool)
-		rev      string
-		dirty    bool
+		tree      func() (string, bool, bool)
+		transient bool
+		rev       string
+		dirty     bool
 	}{
-		{"stamped binary, moved checkout", stamped, tree, "built-rev", false},
-		{"stamped dirty build", []debug.BuildSetting{{Key: "vcs.revision", Value: "r"}, {Key: "vcs.modified", Value: "true"}}, none, "r", true},
-		{"go run", nil, tree, "tree-rev", true},
-		{"no git", nil, none, "unknown", false},
+		{"stamped binary, moved checkout", stamped, tree, false, "built-rev", false},
+		{"stamped dirty build", []debug.BuildSetting{{Key: "vcs.revision", Value: "r"}, {Key: "vcs.modified", Value: "true"}}, none, false, "r", true},
+		{"go run", nil, tree, true, "tree-rev", true},
+		{"unstamped go build -o, run later", nil, tree, false, "unstamped", false},
+		{"no git", nil, none, true, "unknown", false},
 	} {
-		p := provenanceFrom(c.settings, c.tree)
+		p := provenanceFrom(c.settings, c.tree, c.transient)
 		if p.GitRev != c.rev || p.Dirty != c.dirty || p.GoVersion == "" || p.BLAS == "" {
 			t.Errorf("%s: %+v, want rev %s dirty %v", c.name, p, c.rev, c.dirty)
 		}

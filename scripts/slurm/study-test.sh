@@ -32,7 +32,7 @@ steps="${STEPS:-5}"
 
 cd "$root" || fail "no repository at $root"
 bin="$work/extrapolation"
-go build -o "$bin" ./experiments/extrapolation || fail "go build"
+go build -buildvcs=auto -o "$bin" ./experiments/extrapolation || fail "go build"
 args=(-preset quick -steps "$steps")
 
 log "single process: ${args[*]}"
@@ -66,7 +66,7 @@ declare -A plans=(
 )
 for s in vision graphs code times stability; do
 	sbin="$work/$s"
-	go build -o "$sbin" "./experiments/$s" || fail "go build $s"
+	go build -buildvcs=auto -o "$sbin" "./experiments/$s" || fail "go build $s"
 	read -r -a sargs <<<"${plans[$s]}"
 	log "$s: single process, then as an array: ${sargs[*]}"
 	"$sbin" "${sargs[@]}" -out "$work/$s-single" >"$work/$s-single.log" 2>&1 || fail "$s: the single-process run failed (see $s-single.log)"

@@ -4,7 +4,7 @@
 #   scripts/slurm/submit.sh [options] OUTDIR BINARY [ARGS...]
 #
 # e.g.
-#   go build -o bin/extrapolation ./experiments/extrapolation
+#   go build -buildvcs=auto -o bin/extrapolation ./experiments/extrapolation   # stamps the revision (trainer.Provenance)
 #   scripts/slurm/submit.sh runs/x bin/extrapolation -preset quick -steps 20 -out runs/x
 #
 # 1. `BINARY ARGS -jobs` lists the jobs, one line each, the first field the
