@@ -87,9 +87,11 @@ type Plan struct {
 	// Corpus names the corpus the preset trains on (corpora.Open: "" is
 	// the default, Opticks; "kjv" the King James Bible).
 	Corpus string
-	// Stream evaluates with the streamed attention (layers.Attention's
-	// Stream: O(Le) memory, the same scores up to rounding), so lengths of
-	// 16K fit in memory; training is not streamed.
+	// Stream evaluates the full context with the streamed attention
+	// (layers.Attention's Stream: O(Le) memory, the same scores up to
+	// rounding), so lengths of 16K fit in memory; training and the
+	// long-text protocols, whose graphs hold at most 2L positions, are not
+	// streamed.
 	Stream bool
 	// LongText are the long-text protocols (trainer.Protocol: chunks,
 	// stride, memory, sinks) scored, besides the full context, at every

@@ -546,6 +546,10 @@ func (r *runner) evaluateProtocol(params *graph.Params, cfg trainer.Config, pr t
 		row.Status, row.Note = StatusNA, why
 		return row, nil
 	}
+	// The protocols' graphs hold at most Memory+Window positions: they are
+	// not streamed (the memory protocol's key padding is a run-time mask,
+	// which CoPE's streamed attention does not take).
+	cfg.Model.Stream = false
 	batch := max(1, r.plan.EvalTokens/pr.GraphLen(le))
 	opt := trainer.EvalOptions{Len: le, Batch: batch, Protocol: pr}
 	if peak {

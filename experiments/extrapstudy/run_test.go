@@ -602,7 +602,7 @@ func TestRunDamagedCheckpoint(t *testing.T) {
 // the tables, the cost table and a plot per protocol are written, and the
 // saved rows of the plan without the protocols are not reused.
 func TestLongTextProtocols(t *testing.T) {
-	p := tinyPlan("learned", "alibi", "rope")
+	p := tinyPlan("learned", "alibi", "rope", "cope")
 	p.Scalings = []string{"rope-yarn"}
 	p.Stream = true
 	p.Seeds = []int64{1, 2} // paired comparisons need two
@@ -616,7 +616,7 @@ func TestLongTextProtocols(t *testing.T) {
 	for _, r := range o.Rows {
 		get[r.Encoding+"/"+itoa(r.EvalLen)+"/"+r.Protocol] = r
 	}
-	for _, e := range []string{"learned", "alibi", "rope"} {
+	for _, e := range []string{"learned", "alibi", "rope", "cope"} {
 		for _, le := range []int{8, 16, 32} {
 			for _, pr := range p.LongText {
 				r, ok := get[e+"/"+itoa(le)+"/"+pr.String()]
