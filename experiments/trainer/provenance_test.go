@@ -15,8 +15,8 @@ func TestProvenanceFrom(t *testing.T) {
 	none := func() (string, bool, bool) { return "", false, false }
 	stamped := []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "built-rev"}, {Key: "vcs.modified", Value: "false"}}
 	for _, c := range []struct {
-		name     string
-		settings []debug.BuildSetting
+		name      string
+		settings  []debug.BuildSetting
 		tree      func() (string, bool, bool)
 		transient bool
 		rev       string
