@@ -148,7 +148,7 @@ func (f *File) Table(protocol string) string {
 // than the model: timings, memory peaks, the build's revision. Compare
 // ignores them.
 var RunDependent = []string{"eval_ms_per_token", "train_ms_per_step", "train_tokens_per_sec", "peak_heap_mb",
-	"peak_rss_mb", "rss_source", "git_rev", "git_dirty", "machine", "preset"}
+	"peak_rss_mb", "rss_source", "base_heap_mb", "base_rss_mb", "git_rev", "git_dirty", "machine", "preset"}
 
 // Compare returns the differences between the rows of two studies of the
 // same plan (for example a single-process run and a cluster run): rows

@@ -634,7 +634,8 @@ func protocolCost(rows []Row, p Plan, lmax int) string {
 			}
 			return d
 		}(), "; "), seedNote(len(p.Seeds)))
-	b.WriteString("| encoding | protocol | bits/byte | eval ms/token | peak Go heap MiB | peak RSS MiB |\n|---|---|---:|---:|---:|---:|\n")
+	b.WriteString("Memory is what scoring the first batch added to the process (peak minus the value when the measurement began, after a collection: the model and the text are not counted), as Go heap in use and RSS.\n\n")
+	b.WriteString("| encoding | protocol | bits/byte | eval ms/token | added Go heap MiB | added RSS MiB |\n|---|---|---:|---:|---:|---:|\n")
 	cell := func(e, pr string, f func(Row) float64, prec int) string {
 		var v []float64
 		na, seen := false, false
@@ -668,8 +669,8 @@ func protocolCost(rows []Row, p Plan, lmax int) string {
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", e, name,
 				cell(e, pr, func(r Row) float64 { return r.BitsPerByte }, 3),
 				cell(e, pr, func(r Row) float64 { return r.EvalMsPerToken }, 3),
-				cell(e, pr, func(r Row) float64 { return r.PeakHeapMB }, 0),
-				cell(e, pr, func(r Row) float64 { return r.PeakRSSMB }, 0))
+				cell(e, pr, func(r Row) float64 { return max(0, r.PeakHeapMB-r.BaseHeapMB) }, 0),
+				cell(e, pr, func(r Row) float64 { return max(0, r.PeakRSSMB-r.BaseRSSMB) }, 0))
 		}
 	}
 	for _, row := range rows {

@@ -68,6 +68,12 @@ type Row struct {
 	PeakHeapMB float64 `json:"peak_heap_mb,omitempty"`
 	PeakRSSMB  float64 `json:"peak_rss_mb,omitempty"`
 	RSSSource  string  `json:"rss_source,omitempty"`
+	// BaseHeapMB and BaseRSSMB are the Go heap in use and the RSS when that
+	// measurement started (the model, the text and what the process held
+	// before), in MiB: the peak minus the base is what the evaluation added.
+	// 0 in rows that predate them.
+	BaseHeapMB float64 `json:"base_heap_mb,omitempty"`
+	BaseRSSMB  float64 `json:"base_rss_mb,omitempty"`
 	GitRev     string  `json:"git_rev"`
 
 	// BaseEncoding is the posenc name the model ran with at this row's
@@ -143,7 +149,7 @@ type File struct {
 
 var csvHeader = []string{"preset", "encoding", "trained", "model", "seed", "train_len", "eval_len", "protocol", "rope_scale",
 	"status", "note", "bits_per_byte", "perplexity", "nats_per_byte", "windows", "tokens", "eval_ms_per_token",
-	"train_steps", "train_ms_per_step", "train_tokens_per_sec", "train_loss", "peak_heap_mb", "peak_rss_mb", "rss_source",
+	"train_steps", "train_ms_per_step", "train_tokens_per_sec", "train_loss", "peak_heap_mb", "peak_rss_mb", "rss_source", "base_heap_mb", "base_rss_mb",
 	"git_rev", "batch", "d_model", "heads", "layers", "ffn", "lr", "warmup", "dtype",
 	"base_encoding", "overrides", "blas", "go_version", "git_dirty"}
 
@@ -173,7 +179,7 @@ func WriteCSV(path string, rows []Row, configs map[string]trainer.Config) error 
 		rec := []string{r.Preset, r.Encoding, r.Trained, r.Model, strconv.FormatInt(r.Seed, 10), strconv.Itoa(r.TrainLen),
 			strconv.Itoa(r.EvalLen), r.Protocol, f(r.RopeScale), r.Status, r.Note, f(r.BitsPerByte), f(r.Perplexity), f(r.Nats),
 			strconv.Itoa(r.Windows), strconv.Itoa(r.Tokens), f(r.EvalMsPerToken), strconv.Itoa(r.TrainSteps),
-			f(r.TrainMsPerStep), f(r.TrainTokensPerSec), f(r.TrainLoss), f(r.PeakHeapMB), f(r.PeakRSSMB), r.RSSSource, r.GitRev,
+			f(r.TrainMsPerStep), f(r.TrainTokensPerSec), f(r.TrainLoss), f(r.PeakHeapMB), f(r.PeakRSSMB), r.RSSSource, f(r.BaseHeapMB), f(r.BaseRSSMB), r.GitRev,
 			strconv.Itoa(c.Batch), strconv.Itoa(c.Model.DModel), strconv.Itoa(c.Model.Heads), strconv.Itoa(c.Model.Layers),
 			strconv.Itoa(c.Model.FFN), f(c.LR), strconv.Itoa(c.Warmup), c.Dtype.String(),
 			r.BaseEncoding, r.Overrides, r.BLAS, r.GoVersion, ""}

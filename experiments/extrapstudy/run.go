@@ -461,6 +461,7 @@ func (r *runner) evaluate(ctx context.Context, tag string, j EvalJob, base Row, 
 				row.PeakHeapMB = float64(mem.PeakHeap) / (1 << 20)
 				row.PeakRSSMB = float64(mem.PeakRSS) / (1 << 20)
 				row.RSSSource = mem.RSSSource
+				row.BaseHeapMB, row.BaseRSSMB = float64(mem.BaseHeap)/(1<<20), float64(mem.BaseRSS)/(1<<20)
 			}
 			for i, s := range scores {
 				row.Protocol = Protocols[i]
@@ -542,6 +543,7 @@ func (r *runner) evaluateProtocol(params *graph.Params, cfg trainer.Config, pr t
 	row := base
 	row.Protocol = pr.String()
 	row.EvalMsPerToken, row.PeakHeapMB, row.PeakRSSMB, row.RSSSource, row.Note = 0, 0, 0, "", ""
+	row.BaseHeapMB, row.BaseRSSMB = 0, 0
 	if why := protocolNA(cfg, pr, le); why != "" {
 		row.Status, row.Note = StatusNA, why
 		return row, nil
@@ -556,13 +558,14 @@ func (r *runner) evaluateProtocol(params *graph.Params, cfg trainer.Config, pr t
 		first := r.text[:min(batch*le+1, len(r.text))]
 		mem := study.MeasureMemory(func() { trainer.ScoreText(params, cfg.Model, first, []int{0}, opt) })
 		row.PeakHeapMB, row.PeakRSSMB, row.RSSSource = float64(mem.PeakHeap)/(1<<20), float64(mem.PeakRSS)/(1<<20), mem.RSSSource
+		row.BaseHeapMB, row.BaseRSSMB = float64(mem.BaseHeap)/(1<<20), float64(mem.BaseRSS)/(1<<20)
 	}
 	t0 := time.Now()
 	scores, err := trainer.ScoreText(params, cfg.Model, r.text, []int{0}, opt)
 	dt := time.Since(t0)
 	if errors.Is(err, posenc.ErrBeyondTable) {
 		row.Status, row.Note = StatusNA, err.Error()
-		row.PeakHeapMB, row.PeakRSSMB, row.RSSSource = 0, 0, ""
+		row.PeakHeapMB, row.PeakRSSMB, row.RSSSource, row.BaseHeapMB, row.BaseRSSMB = 0, 0, "", 0, 0
 		return row, nil
 	}
 	if err != nil {

@@ -127,7 +127,18 @@ func (r *runner) spec(j Job) (spec, error) {
 	return s, nil
 }
 
-var sameSpec = study.SameConfig(func(s *spec) *trainer.Config { return &s.Config })
+// sameSpec compares specs with their resolved configurations. A source
+// checkpoint that is absent now (a fresh clone holds the committed rows,
+// not the models) leaves the rows valid; one that is present must be the
+// one they came from.
+func sameSpec(saved, now spec) bool {
+	if now.SourceSHA256 == "" {
+		saved.SourceSHA256 = ""
+	}
+	return sameConfig(saved, now)
+}
+
+var sameConfig = study.SameConfig(func(s *spec) *trainer.Config { return &s.Config })
 
 // Run fine-tunes and scores every job of the plan without saved rows
 // (resuming interrupted fine-tunings from their checkpoints), then writes

@@ -110,6 +110,38 @@ func TestFineTune(t *testing.T) {
 	if err != nil || o2.Reused != 6 || o2.Trained != 0 {
 		t.Fatalf("rerun: %v, reused %d trained %d", err, o2.Reused, o2.Trained)
 	}
+	// A fresh clone holds the rows, not the source models: the rows stand.
+	if err := os.Rename(filepath.Join(from, "models"), filepath.Join(from, "models.away")); err != nil {
+		t.Fatal(err)
+	}
+	o3, err := Run(context.Background(), p, Options{Dir: out})
+	if err != nil || o3.Reused != 6 || o3.Trained != 0 || len(o3.Rows) != len(o.Rows) {
+		t.Fatalf("rerun without the source models: %v, reused %d trained %d", err, o3.Reused, o3.Trained)
+	}
+	// A source model present but another one than the rows came from: they do not.
+	if err := os.Rename(filepath.Join(from, "models.away"), filepath.Join(from, "models")); err != nil {
+		t.Fatal(err)
+	}
+	src1 := filepath.Join(from, "models", "rope-seed1", "ckpt.safetensors")
+	src2 := filepath.Join(from, "models", "rope-seed2", "ckpt.safetensors")
+	b2, err := os.ReadFile(src2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(src1, b2, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := opener(p, Options{Dir: out})()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, pending, err := jobs.Collect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pending) != 2 { // rope-seed1 and rope-pi-seed1
+		t.Errorf("with another rope-seed1 source, pending %v; want its two entries", pending)
+	}
 }
 
 // TestFineTuneSourceMissing: a source model that is not trained is an

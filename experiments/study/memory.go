@@ -22,7 +22,18 @@ type Memory struct {
 	// VmRSS (RSSSource "VmRSS sampled"); 0 and "" where /proc is missing.
 	PeakRSS   uint64
 	RSSSource string
+	// BaseHeap and BaseRSS are the Go heap in use and the RSS when the
+	// measurement started (after a collection): what was live before the
+	// section (the model, the text, the rest of the process). PeakHeap −
+	// BaseHeap is what the section itself added.
+	BaseHeap, BaseRSS uint64
 }
+
+// AddedHeap is PeakHeap − BaseHeap (0 if the base is not below the peak).
+func (m Memory) AddedHeap() uint64 { return m.PeakHeap - min(m.BaseHeap, m.PeakHeap) }
+
+// AddedRSS is PeakRSS − BaseRSS (0 if the base is not below the peak).
+func (m Memory) AddedRSS() uint64 { return m.PeakRSS - min(m.BaseRSS, m.PeakRSS) }
 
 // MeasureMemory runs f with the garbage collector set to GOGC=10, so that
 // the Go heap stays within about 10% of the live memory, and returns the
@@ -56,6 +67,7 @@ func startMemSampler(interval time.Duration) *memSampler {
 		s.hwmReset = true
 	}
 	s.sample()
+	s.m.BaseHeap, s.m.BaseRSS = s.m.PeakHeap, s.m.PeakRSS
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
