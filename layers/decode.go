@@ -48,7 +48,11 @@ type Decoder struct {
 	ks, vs []*slideBuf
 	mask   *tensor.Dense // [B, 1, 1, W]; empty cache slots are 0
 	maskv  []float64     // the mask's values, [B, W]
-	logits G.Value
+	// logits is the Read target of the logits, allocated apart from the
+	// decoder (not a field of it): the tape machine points to it and has
+	// a finalizer, so a cycle decoder -> machine -> &decoder.field ->
+	// decoder would never be collected (runtime.SetFinalizer).
+	logits *G.Value
 	vm     G.VM
 	filled []int // keys in each sequence's cache, <= W-1
 	seen   []int // tokens each sequence stepped since Reset
@@ -98,7 +102,7 @@ func NewDecoder(p *graph.Params, cfg Config, b, w, sinks int) (*Decoder, error) 
 		xl.Memo = true
 	}
 	m, d, dt := w-1, cfg.DModel, p.Dtype()
-	r := &Decoder{B: b, W: w, Sinks: sinks, lm: lm, g: g, p: p, ids: make([]int, b), filled: make([]int, b), seen: make([]int, b), maskv: make([]float64, b*w)}
+	r := &Decoder{B: b, W: w, Sinks: sinks, lm: lm, g: g, p: p, ids: make([]int, b), filled: make([]int, b), seen: make([]int, b), maskv: make([]float64, b*w), logits: new(G.Value)}
 	ids := G.NewTensor(g, tensor.Int, 2, G.WithShape(b, 1), G.WithName(graph.UniqueName(g, "decode_ids")),
 		G.WithValue(tensor.New(tensor.WithShape(b, 1), tensor.WithBacking(r.ids))))
 	o := Options{Start: m}
@@ -138,7 +142,7 @@ func NewDecoder(p *graph.Params, cfg Config, b, w, sinks int) (*Decoder, error) 
 	if err != nil {
 		return nil, errors.Wrapf(err, "decoder: B=%d W=%d", b, w)
 	}
-	G.Read(logits, &r.logits)
+	G.Read(logits, r.logits)
 	r.vm = G.NewTapeMachine(g)
 	r.Reset()
 	return r, nil
@@ -274,7 +278,7 @@ func (r *Decoder) Step(ids []int) ([]float64, error) {
 	if err != nil {
 		return nil, errors.Wrap(err, "decoder: run")
 	}
-	out := graph.ToFloat64s(r.logits)
+	out := graph.ToFloat64s(*r.logits)
 	// Every sequence's cache moves one slot left (none is skipped, and
 	// none keeps sinks at the front of a full cache): the window slides
 	// over the buffer instead of the rows over the window.

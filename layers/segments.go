@@ -39,14 +39,20 @@ type SegmentRunner struct {
 	// length (0: segments are independent).
 	B, T, M int
 
-	lm     *LM
-	g      *G.ExprGraph
-	p      *graph.Params
-	ids    []int           // backing of the [B, T] ids input
-	mems   []*tensor.Dense // per block [B, M, d], bound to the Mems inputs
-	mask   *tensor.Dense   // [1, 1, 1, M+T]; unfilled memory slots are 0
-	logits G.Value         // read at run time (a copy)
-	hidden []G.Value       // each block's input [B, T, d], read at run time
+	lm   *LM
+	g    *G.ExprGraph
+	p    *graph.Params
+	ids  []int           // backing of the [B, T] ids input
+	mems []*tensor.Dense // per block [B, M, d], bound to the Mems inputs
+	mask *tensor.Dense   // [1, 1, 1, M+T]; unfilled memory slots are 0
+	// logits and hidden are the Read targets (copies written at run
+	// time): the logits [B*T, V] and each block's input [B, T, d]. They
+	// are allocated apart from the runner, never fields of it: the tape
+	// machine holds pointers to them, and it has a finalizer, so a cycle
+	// runner -> machine -> &runner.field -> runner is never collected
+	// (runtime.SetFinalizer) and would keep the whole graph alive.
+	logits *G.Value
+	hidden []G.Value
 	vm     G.VM
 	filled int // valid memory states, <= M
 }
@@ -65,7 +71,7 @@ func NewSegmentRunner(p *graph.Params, cfg Config, b, t, m int) (*SegmentRunner,
 	if err != nil {
 		return nil, err
 	}
-	r := &SegmentRunner{B: b, T: t, M: m, lm: lm, g: g, p: p, ids: make([]int, b*t)}
+	r := &SegmentRunner{B: b, T: t, M: m, lm: lm, g: g, p: p, ids: make([]int, b*t), logits: new(G.Value)}
 	ids := G.NewTensor(g, tensor.Int, 2, G.WithShape(b, t), G.WithName(graph.UniqueName(g, "segment_ids")),
 		G.WithValue(tensor.New(tensor.WithShape(b, t), tensor.WithBacking(r.ids))))
 	o := Options{Start: m}
@@ -86,10 +92,10 @@ func NewSegmentRunner(p *graph.Params, cfg Config, b, t, m int) (*SegmentRunner,
 	}
 	// Read nodes copy the values when they are computed: after RunAll the
 	// machine may have reused an intermediate node's memory.
-	G.Read(logits, &r.logits)
+	G.Read(logits, r.logits)
 	if m > 0 {
 		hid := lm.Hidden()
-		r.hidden = make([]G.Value, len(hid))
+		r.hidden = make([]G.Value, len(hid)) // its own allocation (see logits)
 		for l, h := range hid {
 			G.Read(h, &r.hidden[l])
 		}
@@ -138,7 +144,7 @@ func (r *SegmentRunner) Step(ids [][]int) ([]float64, error) {
 	if err != nil {
 		return nil, errors.Wrap(err, "segments: run")
 	}
-	out := graph.ToFloat64s(r.logits)
+	out := graph.ToFloat64s(*r.logits)
 	for l, mv := range r.mems {
 		if err := segShiftMemory(mv, r.hidden[l], r.B, r.M, r.T); err != nil {
 			return nil, err
