@@ -49,7 +49,18 @@
 // runtime.MemStats.HeapAlloc) and process RSS (VmHWM after a reset, or
 // sampled VmRSS) while a first batch is scored at the longest length, on a
 // separate pass with GOGC=10 (MeasureMemory) so that the heap tracks the
-// live memory and the timed pass runs with the default GC.
+// live memory and the timed pass runs with the default GC. The rows also
+// keep the heap and RSS when that measurement began (base_heap_mb,
+// base_rss_mb); the long-text protocol table shows the peak minus it: what
+// scoring added beyond the model, the text and the rest of the process.
+//
+// # Statistics
+//
+// table.md has, per protocol, the paired comparisons of the best encoding
+// of each length against every other (over seeds, and over seeds and
+// evaluation windows), and, for the presets with a written reading (full,
+// long, bible, bible-large), "Contrasts of the reading": each comparison
+// the reading makes (readingContrasts), with its interval.
 //
 // # Output and resumption
 //

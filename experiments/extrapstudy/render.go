@@ -238,6 +238,7 @@ func (r *runner) markdown(rows []Row, pending []string) string {
 	b.WriteString("\n## Byte-level perplexity (2^bits per byte)\n")
 	table(func(r Row) float64 { return r.Perplexity }, 2)
 	b.WriteString(pairedSections(rows, p))
+	b.WriteString(contrastSection(rows, p))
 
 	lmax := lens[len(lens)-1]
 	fmt.Fprintf(&b, "\n## Cost\n\nTraining at L = %d, batch %d; evaluation at Le = %d (%d windows per pass); peak memory while scoring the first batch at %d with GOGC=10 (Go heap in use, sampled every 2 ms, and process RSS). %s\n\n",

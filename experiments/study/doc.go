@@ -27,6 +27,9 @@
 //     (package stats); Pair gives the paired difference of two encodings
 //     over seeds and, from per-item scores (PackHits, UnpackHits), over
 //     seeds and items (a two-level bootstrap); stats.Compare words it.
+//     ContrastSection renders the comparisons a study's reading makes (an
+//     encoding against another, or against itself under another
+//     condition) the same way, so every claim of a reading has its row.
 //   - Variant and ParseVariant: a plan entry "name@key=value@..." that
 //     overrides options of the training configuration; CheckServes refuses
 //     an encoding that does not serve the study's positions, listing those

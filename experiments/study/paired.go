@@ -174,3 +174,46 @@ func PairedSection(heading string, conds []string, t *ScoreTable, what, unit, it
 	}
 	return b.String()
 }
+
+// Contrast is one comparison a study's reading makes: label A under
+// condition CondA against label B under CondB: two encodings under one
+// condition, or one encoding under two (ALiBi at 8L against ALiBi at L).
+// Claim says, in a few words, what the reading uses it for.
+type Contrast struct {
+	A, CondA, B, CondB string
+	Claim              string
+}
+
+// ContrastSection renders a section of the contrasts a reading makes,
+// headed "## " + heading: each contrast's A − B in unit, paired on the
+// seeds both have (t interval) and, where both keep the same number of
+// item scores, on the seeds and items (bootstrap), worded by
+// stats.Compare from the interval over seeds. A contrast whose cells are
+// missing from t (not run yet, or n/a) gets the row "not available". It
+// returns "" when there are no contrasts.
+func ContrastSection(heading, intro string, cs []Contrast, t *ScoreTable, unit, item, format string, dir stats.Direction) string {
+	if len(cs) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## %s\n\n%s Each is A − B in %s, paired on the seeds (mean [95%% t interval] of the per-seed differences) and, where both keep every %s's score with the same %s, on the seeds and %s (two-level bootstrap, %d replications; — otherwise). A difference whose interval over seeds contains zero is not resolved.\n\n",
+		heading, intro, unit, strings.TrimSuffix(item, "s"), item, item, BootstrapReps)
+	fmt.Fprintf(&b, "| claim | A | B | A − B, over seeds | over seeds and %s | reading |\n|---|---|---|---:|---:|---|\n", item)
+	f := func(x float64) string { return fmt.Sprintf("%+"+format[1:], x) }
+	for _, c := range cs {
+		a, bb := c.A+" at "+c.CondA, c.B+" at "+c.CondB
+		ma, mb := t.m[[2]string{c.A, c.CondA}], t.m[[2]string{c.B, c.CondB}]
+		d, ok := Pair(ma, mb)
+		if !ok || len(ma) == 0 || len(mb) == 0 {
+			fmt.Fprintf(&b, "| %s | %s | %s | not available | — | not run, or n/a |\n", c.Claim, a, bb)
+			continue
+		}
+		items := "—"
+		if d.Items.N > 0 {
+			items = fmt.Sprintf("%s [%s, %s]", f(d.Items.Mean), f(d.Items.Lo), f(d.Items.Hi))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s [%s, %s] | %s | %s |\n", c.Claim, a, bb, f(d.Seeds.Mean), f(d.Seeds.Lo), f(d.Seeds.Hi), items,
+			stats.Compare(a, bb, d.Seeds, unit, format, dir))
+	}
+	return b.String()
+}

@@ -75,3 +75,35 @@ func TestPairedSection(t *testing.T) {
 		t.Errorf("one seed: %q", one)
 	}
 }
+
+// TestContrastSection: a contrast of two labels, one of a label under two
+// conditions, and one whose cell is missing.
+func TestContrastSection(t *testing.T) {
+	var tab ScoreTable
+	for seed := int64(1); seed <= 3; seed++ {
+		f := float64(seed)
+		tab.Add("a", "x", seed, Scores{Value: 2 + 0.01*f, Items: []float64{2, 2 + 0.02*f}})
+		tab.Add("b", "x", seed, Scores{Value: 2.5 + 0.02*f, Items: []float64{2.5, 2.5 + 0.04*f}})
+		tab.Add("a", "y", seed, Scores{Value: 2 + 0.011*f})
+	}
+	cs := []Contrast{{A: "a", CondA: "x", B: "b", CondB: "x", Claim: "a beats b"},
+		{A: "a", CondA: "y", B: "a", CondB: "x", Claim: "a is flat"},
+		{A: "c", CondA: "x", B: "a", CondB: "x", Claim: "c"}}
+	s := ContrastSection("Contrasts of the reading", "The reading's comparisons.", cs, &tab, "bits/byte", "windows", "%.3f", stats.LowerIsBetter)
+	for _, want := range []string{
+		"## Contrasts of the reading", "| a beats b | a at x | b at x | -0.520 [",
+		"a at x beats b at x by 0.520 bits/byte",
+		"| a is flat | a at y | a at x | +0.002 [", "| — |",
+		"| c | c at x | a at x | not available |",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("section lacks %q:\n%s", want, s)
+		}
+	}
+	if !strings.Contains(s, "| -0.520 [") { // the bootstrap over items, both have 2
+		t.Errorf("no bootstrap over items:\n%s", s)
+	}
+	if ContrastSection("x", "", nil, &tab, "bits/byte", "windows", "%.3f", stats.LowerIsBetter) != "" {
+		t.Error("no contrasts: want no section")
+	}
+}

@@ -1,0 +1,42 @@
+package extrapstudy
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestContrastSection: the long preset's contrasts are rendered from the
+// rows at their lengths, a RoPE scaling at L is the rope model, and a
+// contrast whose encoding did not run is "not available".
+func TestContrastSection(t *testing.T) {
+	p, err := Preset("long")
+	if err != nil {
+		t.Fatal(err)
+	}
+	L := p.TrainLen()
+	var rows []Row
+	for _, s := range []int64{1, 2, 3} {
+		for _, f := range []int{1, 2, 4, 8} {
+			d := 0.001 * float64(s)
+			rows = append(rows,
+				Row{Encoding: "alibi", Seed: s, EvalLen: f * L, Protocol: ProtocolAll, Status: StatusOK, BitsPerByte: 2 + d},
+				Row{Encoding: "rope", Seed: s, EvalLen: f * L, Protocol: ProtocolAll, Status: StatusOK, BitsPerByte: 2 + float64(f) - 1 + 2*d})
+		}
+	}
+	s := contrastSection(rows, p)
+	for _, want := range []string{
+		"## Contrasts of the reading",
+		"| the document's ALiBi against RoPE | alibi at 2048 (4L) | rope at 2048 (4L) | -3.002 [",
+		"alibi at 2048 (4L) beats rope at 2048 (4L) by 3.002 bits/byte",
+		"| ALiBi keeps its loss beyond L | alibi at 4096 (8L) | alibi at 512 (1L) | +0.000 [",
+		"no difference resolved between alibi at 4096 (8L) and alibi at 512 (1L)",
+		"| Transformer-XL beats ALiBi at 8L | xl at 4096 (8L) | alibi at 4096 (8L) | not available |",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("section lacks %q:\n%s", want, s)
+		}
+	}
+	if got := contrastSection(rows, Plan{Preset: "tiny", Factors: []int{1, 2}}); got != "" {
+		t.Errorf("a preset without a reading has no contrasts: %q", got)
+	}
+}
