@@ -40,7 +40,7 @@ type Data struct {
 type Task struct {
 	cfg  trainer.Config // resolved
 	data Data
-	step uint64
+	trainer.BatchCounter
 	m    *model
 }
 
@@ -185,32 +185,14 @@ func (t *Task) Next() error {
 	if t.m == nil {
 		return errors.New("cope tasks: Next before Build")
 	}
-	exs, err := t.Batch(t.cfg.Seed, t.step)
+	exs, err := t.Batch(t.cfg.Seed, t.Step)
 	if err != nil {
 		return err
 	}
 	if err := t.m.fill(exs); err != nil {
 		return err
 	}
-	t.step++
-	return nil
-}
-
-// taskState is the batch generator's state.
-type taskState struct {
-	Step uint64 `json:"step"`
-}
-
-// State implements trainer.Task.
-func (t *Task) State() ([]byte, error) { return json.Marshal(taskState{Step: t.step}) }
-
-// SetState implements trainer.Task.
-func (t *Task) SetState(s []byte) error {
-	var st taskState
-	if err := json.Unmarshal(s, &st); err != nil {
-		return errors.Wrap(err, "cope tasks: corrupt batch state")
-	}
-	t.step = st.Step
+	t.Step++
 	return nil
 }
 

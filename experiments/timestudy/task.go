@@ -44,7 +44,7 @@ type Data struct {
 type Task struct {
 	cfg  trainer.Config // resolved
 	data Data
-	step uint64
+	trainer.BatchCounter
 	m    *model
 }
 
@@ -232,7 +232,7 @@ func (t *Task) Next() error {
 	if t.m == nil {
 		return errors.New("time task: Next before Build")
 	}
-	rng := rand.New(rand.NewPCG(uint64(t.cfg.Seed), trainStream+t.step))
+	rng := rand.New(rand.NewPCG(uint64(t.cfg.Seed), trainStream+t.Step))
 	seqs := make([]Sequence, t.cfg.Batch)
 	for i := range seqs {
 		var err error
@@ -243,25 +243,7 @@ func (t *Task) Next() error {
 	if _, err := t.m.fill(seqs); err != nil {
 		return err
 	}
-	t.step++
-	return nil
-}
-
-// taskState is the batch generator's state.
-type taskState struct {
-	Step uint64 `json:"step"`
-}
-
-// State implements trainer.Task.
-func (t *Task) State() ([]byte, error) { return json.Marshal(taskState{Step: t.step}) }
-
-// SetState implements trainer.Task.
-func (t *Task) SetState(s []byte) error {
-	var st taskState
-	if err := json.Unmarshal(s, &st); err != nil {
-		return errors.Wrap(err, "time task: corrupt batch state")
-	}
-	t.step = st.Step
+	t.Step++
 	return nil
 }
 

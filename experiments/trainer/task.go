@@ -1,6 +1,9 @@
 package trainer
 
 import (
+	"encoding/json"
+
+	"github.com/pkg/errors"
 	G "gorgonia.org/gorgonia"
 
 	"github.com/rpe-go/rpe/graph"
@@ -174,3 +177,23 @@ func (k KindInfo) Serving(path string) string {
 // Kind is the checkpoint's Task.Kind ("lm" for a v1 or v2 file, which
 // records none).
 func (ck *Checkpoint) Kind() string { return ck.kind() }
+
+// BatchCounter is the batch state of a task whose batches are a function of
+// its seed and the batch index: Step counts the batches drawn so far.
+// Embedded in a task, it is the task's State and SetState ({"step": n}).
+type BatchCounter struct {
+	Step uint64 `json:"step"`
+}
+
+// State implements Task: the batches drawn so far.
+func (c *BatchCounter) State() ([]byte, error) { return json.Marshal(c) }
+
+// SetState implements Task; a state that is not {"step": n} is an error.
+func (c *BatchCounter) SetState(s []byte) error {
+	var st BatchCounter
+	if err := json.Unmarshal(s, &st); err != nil {
+		return errors.Wrap(err, "corrupt batch state (want {\"step\": n})")
+	}
+	*c = st
+	return nil
+}

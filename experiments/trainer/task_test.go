@@ -400,3 +400,20 @@ func TestNewTaskTrainerChecks(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchCounter: the state round-trips as {"step": n}; a corrupt one is
+// refused and leaves the counter as it was.
+func TestBatchCounter(t *testing.T) {
+	c := BatchCounter{Step: 41}
+	b, err := c.State()
+	if err != nil || string(b) != `{"step":41}` {
+		t.Fatalf("State: %s, %v", b, err)
+	}
+	var d BatchCounter
+	if err := d.SetState(b); err != nil || d.Step != 41 {
+		t.Fatalf("SetState: %+v, %v", d, err)
+	}
+	if err := d.SetState([]byte("not json")); err == nil || !strings.Contains(err.Error(), "corrupt batch state") || d.Step != 41 {
+		t.Errorf("corrupt state: %v, step %d", err, d.Step)
+	}
+}
