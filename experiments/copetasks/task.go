@@ -41,7 +41,7 @@ type Task struct {
 	cfg  trainer.Config // resolved
 	data Data
 	trainer.BatchCounter
-	m    *model
+	m *model
 }
 
 // NewTask checks cfg and data and returns the task. It returns an error if

@@ -45,7 +45,7 @@ type Task struct {
 	cfg  trainer.Config // resolved
 	data Data
 	trainer.BatchCounter
-	m    *model
+	m *model
 }
 
 // RealServed returns nil if encoding e (a posenc name or combination, with
