@@ -11,6 +11,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/rpe-go/rpe/experiments/codestudy"
+	"github.com/rpe-go/rpe/experiments/copetasks"
 	"github.com/rpe-go/rpe/experiments/graphstudy"
 	"github.com/rpe-go/rpe/experiments/timestudy"
 	"github.com/rpe-go/rpe/experiments/trainer"
@@ -273,14 +274,14 @@ func TestInfoReadsExport(t *testing.T) {
 // trainer.Kinds, with a command.
 func TestKindsCoverTasks(t *testing.T) {
 	for _, task := range []trainer.Task{(*trainer.LMTask)(nil), (*visionstudy.Task)(nil), (*graphstudy.Task)(nil), (*timestudy.Task)(nil),
-		(*codestudy.Task)(nil)} {
+		(*codestudy.Task)(nil), (*copetasks.Task)(nil)} {
 		k := trainer.KindOf(task.Kind())
 		if !k.Known || k.Command == "" || k.Model == "" {
 			t.Errorf("task %T of kind %q: %+v", task, task.Kind(), k)
 		}
 	}
-	if n := len(trainer.Kinds()); n != 5 {
-		t.Errorf("%d kinds, the test knows 5 tasks", n)
+	if n := len(trainer.Kinds()); n != 6 {
+		t.Errorf("%d kinds, the test knows 6 tasks", n)
 	}
 }
 

@@ -117,7 +117,7 @@ func TestKindOf(t *testing.T) {
 		t.Errorf("lm: %+v %s", k, k.Serving("F"))
 	}
 	for kind, cmd := range map[string]string{"vit": "./experiments/vision", "graph": "./experiments/graphs", "times": "./experiments/times",
-		"code": "./experiments/code"} {
+		"code": "./experiments/code", "cope-tasks": "./experiments/cope"} {
 		k := KindOf(kind)
 		s := k.Serving("F")
 		if !k.Known || k.File || !strings.Contains(s, "go run "+cmd) || !strings.Contains(s, "no command evaluates a single "+kind) ||

@@ -122,7 +122,7 @@ type KindInfo struct {
 
 // kinds is every Task.Kind of the project's tasks (the language model of
 // this package, the studies of experiments/visionstudy, graphstudy,
-// timestudy and codestudy) and what serves it.
+// timestudy, codestudy and copetasks) and what serves it.
 var kinds = []KindInfo{
 	{Kind: lmKind, Model: "a byte-level language model, trained by experiments/train or the extrapolation study",
 		Command: "go run ./experiments/checkpoint eval|sample", File: true, Known: true},
@@ -130,6 +130,7 @@ var kinds = []KindInfo{
 	{Kind: "graph", Model: "a graph Transformer of the graph study", Command: "go run ./experiments/graphs", Known: true},
 	{Kind: "times", Model: "an event-sequence language model of the time study", Command: "go run ./experiments/times", Known: true},
 	{Kind: "code", Model: "a byte-level language model on Go source of the code study", Command: "go run ./experiments/code", Known: true},
+	{Kind: "cope-tasks", Model: "a language model of CoPE's selective copy and counting tasks (the CoPE study)", Command: "go run ./experiments/cope", Known: true},
 }
 
 // Kinds returns the KindInfo of every known checkpoint kind, "lm" first.
