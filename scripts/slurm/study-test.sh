@@ -12,7 +12,7 @@
 # and resubmits the array to check that only that job runs again, and
 # finally compares the two result sets with `extrapolation -compare`
 # (every field but timings and memory must be equal). Then every study of
-# trained models (vision, graphs, code, times, stability) runs a tiny plan
+# trained models (vision, graphs, code, times, stability, cope) runs a tiny plan
 # the same two ways, compared with its own -compare (results.csv, every
 # column but timings, memory and revision). The cluster is brought
 # down and the temporary directory removed on every exit, failure included.
@@ -63,8 +63,9 @@ declare -A plans=(
 	[code]="-encodings none,tree -steps $steps"
 	[times]="-encodings rope,rope@time -steps $steps"
 	[stability]="-encodings t5 -seeds 1 -steps $steps"
+	[cope]="-encodings cope,none -tasks copy -steps $steps"
 )
-for s in vision graphs code times stability; do
+for s in vision graphs code times stability cope; do
 	sbin="$work/$s"
 	go build -buildvcs=auto -o "$sbin" "./experiments/$s" || fail "go build $s"
 	read -r -a sargs <<<"${plans[$s]}"
