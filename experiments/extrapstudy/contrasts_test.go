@@ -1,6 +1,8 @@
 package extrapstudy
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -38,5 +40,46 @@ func TestContrastSection(t *testing.T) {
 	}
 	if got := contrastSection(rows, Plan{Preset: "tiny", Factors: []int{1, 2}}); got != "" {
 		t.Errorf("a preset without a reading has no contrasts: %q", got)
+	}
+}
+
+// TestFileContrasts: File.Contrasts of the committed full results is the
+// section table.md carries.
+func TestFileContrasts(t *testing.T) {
+	dir := filepath.Join("..", "..", "results", "extrapolation", "full")
+	f, err := LoadResults(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "table.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.Contrasts()
+	if c == "" || !strings.Contains(string(md), strings.TrimSpace(c)) {
+		t.Errorf("File.Contrasts is not table.md's section:\n%s", c)
+	}
+}
+
+// TestProtocolPlot: the protocol figure is drawn from rows with long-text
+// protocols (one panel per encoding), and refused without any.
+func TestProtocolPlot(t *testing.T) {
+	var rows []Row
+	for _, s := range []int64{1, 2} {
+		for _, le := range []int{8, 16} {
+			for _, pr := range []string{ProtocolAll, ProtocolLast, "chunks:8"} {
+				rows = append(rows, Row{Encoding: "alibi", Seed: s, EvalLen: le, Protocol: pr, Status: StatusOK, BitsPerByte: 2 + 0.01*float64(s)})
+			}
+		}
+	}
+	path := filepath.Join(t.TempDir(), FileProtocols)
+	if err := ProtocolPlot(rows, path); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(path); err != nil || len(b) < 1000 || string(b[1:4]) != "PNG" {
+		t.Errorf("protocols.png: %d bytes, %v", len(b), err)
+	}
+	if err := ProtocolPlot(rows[:2], path); err == nil || !strings.Contains(err.Error(), "no row has a long-text protocol") {
+		t.Errorf("without long-text rows: %v", err)
 	}
 }

@@ -263,3 +263,20 @@ func samePosOptions(fa, fb map[string]any) {
 		}
 	}
 }
+
+// Contrasts returns the section "Contrasts of the reading" of table.md
+// (Markdown), computed from the file's rows: each comparison the reading
+// of the file's preset makes, with its paired interval; "" for a preset
+// without a written reading.
+func (f *File) Contrasts() string {
+	L := f.TrainLen()
+	if L == 0 {
+		return ""
+	}
+	p := Plan{Preset: f.Preset}
+	p.Base.SeqLen = L
+	for _, le := range f.Lengths() {
+		p.Factors = append(p.Factors, le/L)
+	}
+	return contrastSection(f.Rows, p)
+}

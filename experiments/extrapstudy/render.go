@@ -122,6 +122,12 @@ func (r *runner) render(saved []Row, pending []string) error {
 		}
 		r.out.Files = append(r.out.Files, path(PlotFile(pr)))
 	}
+	if len(r.plan.LongText) > 0 && slices.ContainsFunc(rows, func(r Row) bool { return isLongText(r.Protocol) }) {
+		if err := ProtocolPlot(rows, path(FileProtocols)); err != nil {
+			return err
+		}
+		r.out.Files = append(r.out.Files, path(FileProtocols))
+	}
 	fmt.Fprintf(r.opt.Log, "\n%s\nwrote %s\n", md, strings.Join(r.out.Files, ", "))
 	return nil
 }

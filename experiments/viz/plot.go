@@ -265,6 +265,9 @@ type Series struct {
 	// Style, if set, replaces SeriesStyle(i) for this series (e.g. two
 	// series of one colour, one solid and one dashed).
 	Style *Style
+	// Lo and Hi, if set (both, one per point), draw each point's interval
+	// [Lo[k], Hi[k]] as an error bar (a 95% interval over seeds).
+	Lo, Hi []float64
 }
 
 // LineOptions configures Lines. Zero fields take the defaults.
@@ -460,6 +463,27 @@ func linePlot(series []Series, o LineOptions) (*plot.Plot, error) {
 			}
 			p.Add(l)
 			thumbs = append(thumbs, l)
+		}
+		if s.Lo != nil || s.Hi != nil {
+			if len(s.Lo) != len(s.X) || len(s.Hi) != len(s.X) {
+				return nil, errors.Errorf("viz: series %d %q has %d points and %d/%d interval bounds", i, s.Name, len(s.X), len(s.Lo), len(s.Hi))
+			}
+			errs := make(plotter.YErrors, len(s.X))
+			for k := range s.X {
+				if !(s.Lo[k] <= s.Y[k] && s.Y[k] <= s.Hi[k]) {
+					return nil, errors.Errorf("viz: series %d %q: point %d, %g outside its interval [%g, %g]", i, s.Name, k, s.Y[k], s.Lo[k], s.Hi[k])
+				}
+				errs[k].Low, errs[k].High = s.Y[k]-s.Lo[k], s.Hi[k]-s.Y[k]
+			}
+			eb, err := plotter.NewYErrorBars(struct {
+				plotter.XYs
+				plotter.YErrors
+			}{xy, errs})
+			if err != nil {
+				return nil, errors.Wrapf(err, "viz: series %d %q", i, s.Name)
+			}
+			eb.Color, eb.CapWidth = st.Color, vg.Points(4)
+			p.Add(eb)
 		}
 		if s.Name != "" {
 			named = true

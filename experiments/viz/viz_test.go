@@ -153,6 +153,7 @@ func TestLines(t *testing.T) {
 		{Name: "a", X: []float64{0, 1, 2}, Y: []float64{1, 2, 4}},
 		{Name: "b", X: []float64{0, 1, 2}, Y: []float64{3, 2, 1}, Points: true},
 		{X: []float64{0, 2}, Y: []float64{2, 2}, Step: true},
+		{Name: "c", X: []float64{0, 1, 2}, Y: []float64{2, 3, 3.5}, Lo: []float64{1.5, 2.5, 3}, Hi: []float64{2.5, 3.5, 4}},
 	}
 	for _, o := range []LineOptions{{}, {Diagonal: true}, {LogY: true, LegendLeft: true, LegendBottom: true, Width: 300, Height: 200}} {
 		b, err := Lines(s, o)
@@ -175,6 +176,8 @@ func TestLines(t *testing.T) {
 		{"NaN", []Series{{X: []float64{1}, Y: []float64{math.NaN()}}}, LineOptions{}, "series 0"},
 		{"log", []Series{{X: []float64{1, 2}, Y: []float64{1, 0}}}, LineOptions{LogY: true}, "log axis"},
 		{"log diagonal", []Series{{X: []float64{0, 2}, Y: []float64{1, 2}}}, LineOptions{LogY: true, Diagonal: true}, "positive x"},
+		{"interval length", []Series{{X: []float64{1, 2}, Y: []float64{1, 2}, Lo: []float64{0}, Hi: []float64{2, 3}}}, LineOptions{}, "interval bounds"},
+		{"outside", []Series{{X: []float64{1, 2}, Y: []float64{1, 2}, Lo: []float64{0, 2.5}, Hi: []float64{2, 3}}}, LineOptions{}, "outside its interval"},
 	} {
 		if _, err := Lines(c.s, c.o); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want %q", c.name, err, c.want)
