@@ -42,22 +42,14 @@ train() { # train ENC: its three source models
 }
 tune() { # tune ENTRY...: their fine-tunings, seeds 1-3
 	for e in "$@"; do
-		base=$e
-		case $e in rope-*) base=rope ;; esac
 		for s in 1 2 3; do
 			[ -e "$FO/results/$e-seed$s.json" ] && continue
 			wait_pause
-			if [ ! -e "$BO/models/$base-seed$s/ckpt.safetensors" ]; then
-				# rows saved in another session, checkpoint gone: train it
-				# again (the same seed and batches: the same model on the
-				# same build and BLAS) to fine-tune it
-				n=$(job "$ejobs" "$base-seed$s")
-				echo "== $(date +%T) bible $base-seed$s again for its fine-tuning (job $n)"
-				timed "$E" -preset bible -out "$BO" -redo "$base" -job "$n"
-			fi
 			n=$(job "$fjobs" "$e-seed$s")
 			echo "== $(date +%T) finetune $e-seed$s (job $n)"
-			timed "$F" -preset bible -from "$BO" -out "$FO" -job "$n"
+			# -train-sources: a source whose checkpoint is gone (rows saved in
+			# another session) is trained again into $FO/sources/
+			timed "$F" -preset bible -from "$BO" -out "$FO" -train-sources -job "$n"
 		done
 	done
 }

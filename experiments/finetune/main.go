@@ -20,7 +20,9 @@
 // same extrapolation preset. -jobs lists the fine-tunings, -job N runs one
 // (a Slurm array), -render merges what is done. An interrupted study
 // resumes when run again. A source model that is missing or not trained
-// to its end is an error naming the command that trains it. Bad flags exit
+// to its end is an error naming the command that trains it; with
+// -train-sources a missing one is trained into <out>/sources/ (a fresh
+// clone has the length study's rows but not its checkpoints). Bad flags exit
 // with status 2, a failed run with 1, an interrupted one with 130.
 package main
 
@@ -38,6 +40,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	c := study.NewCommand("finetune", "fine-tuning study", ftstudy.PresetNames(),
 		"fine-tuned encodings (a trained encoding of the source study, or a RoPE scaling fine-tuned from its rope model)", "runs/finetune/<preset>", stdout, stderr)
 	from := c.FlagSet.String("from", "", "output directory of the source extrapolation study (default: its preset's, runs/extrapolation/<source preset>)")
+	trainSources := c.FlagSet.Bool("train-sources", false, "train a source model that -from lacks (the source preset's configuration and seed: the same model on the same build) into <out>/sources/ instead of refusing the job")
 	if code := c.Parse(args); code >= 0 {
 		return code
 	}
@@ -62,6 +65,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *from != "" {
 		p.From = *from
 	}
+	p.TrainSources = *trainSources
 	if custom {
 		p.Preset += "-custom"
 		p.Reduced = ftstudy.DescribeReductions(p)

@@ -60,6 +60,12 @@ type Plan struct {
 	Stream     bool `json:"stream"`
 	// SaveEvery saves a checkpoint every SaveEvery updates.
 	SaveEvery int `json:"save_every"`
+	// TrainSources trains a source model that From lacks, as the source
+	// plan configures it (its seed, batches and updates: the same model on
+	// the same build), into the fine-tuning's own directory
+	// (sources/<key>/ckpt.safetensors) instead of refusing the job: a fresh
+	// clone holds the length study's rows, not its checkpoints.
+	TrainSources bool `json:"train_sources,omitempty"`
 }
 
 // BibleEntries are the fine-tuned encodings of the bible preset in the

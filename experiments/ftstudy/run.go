@@ -166,30 +166,43 @@ func opener(p Plan, opt Options) study.Opener[spec, Row] {
 }
 
 // source loads job j's source checkpoint, checking that it is the source
-// plan's model, trained to its end, on this corpus.
-func (r *runner) source(j Job) (*trainer.Checkpoint, string, error) {
+// plan's model, trained to its end, on this corpus, and returns it with its
+// path (the source study's, or with TrainSources one trained here when
+// that is missing) and SHA-256.
+func (r *runner) source(ctx context.Context, j Job) (*trainer.Checkpoint, string, string, error) {
 	path := r.plan.SourceCkpt(j)
-	train := fmt.Sprintf("go run ./experiments/extrapolation -preset %s -out %s (job %s)", r.plan.Source.Preset, r.plan.From, r.plan.SourceKey(j))
+	want := r.plan.Source.Config(Base(j.Entry), j.Seed)
+	train := fmt.Sprintf("go run ./experiments/extrapolation -preset %s -out %s (job %s), or fine-tune with -train-sources", r.plan.Source.Preset, r.plan.From, r.plan.SourceKey(j))
 	if _, err := os.Stat(path); err != nil {
-		return nil, "", errors.Errorf("%s: the source model %s is not trained: %s", j.Key(), path, train)
+		if !r.plan.TrainSources {
+			return nil, "", "", errors.Errorf("%s: the source model %s is not trained: %s", j.Key(), path, train)
+		}
+		path = filepath.Join(r.opt.Dir, "sources", r.plan.SourceKey(j), "ckpt.safetensors")
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, "", "", err
+		}
+		r.opt.Logf("%s: %s has no checkpoint of %s: training it into %s (%d updates)\n", j.Key(), r.plan.From, r.plan.SourceKey(j), path, want.Steps)
+		if _, err := trainer.Run(ctx, want, r.c, trainer.RunOptions{Ckpt: path, SaveEvery: r.plan.Source.SaveEvery, NoEval: true,
+			Progress: r.opt.Progress, Log: r.opt.Log}); err != nil {
+			return nil, "", "", errors.WithMessagef(err, "%s: training the source model %s", j.Key(), r.plan.SourceKey(j))
+		}
 	}
 	ck, err := trainer.LoadCheckpoint(path)
 	if err != nil {
-		return nil, "", errors.WithMessagef(err, "%s: source model", j.Key())
+		return nil, "", "", errors.WithMessagef(err, "%s: source model", j.Key())
 	}
-	want := r.plan.Source.Config(Base(j.Entry), j.Seed)
 	if err := want.Resolved().Mismatch(ck.Config); err != nil {
-		return nil, "", errors.WithMessagef(err, "%s: source model %s is not the %s preset's", j.Key(), path, r.plan.Source.Preset)
+		return nil, "", "", errors.WithMessagef(err, "%s: source model %s is not the %s preset's", j.Key(), path, r.plan.Source.Preset)
 	}
 	if ck.Step < want.Steps {
-		return nil, "", errors.Errorf("%s: the source model %s is at update %d of %d: finish it first: %s", j.Key(), path, ck.Step, want.Steps, train)
+		return nil, "", "", errors.Errorf("%s: the source model %s is at update %d of %d: finish it first: %s", j.Key(), path, ck.Step, want.Steps, train)
 	}
 	if ck.CorpusHash != "" && ck.CorpusHash != r.c.Hash() {
-		return nil, "", errors.Errorf("%s: the source model %s was trained on data with SHA-256 %s; the corpus %s has %s",
+		return nil, "", "", errors.Errorf("%s: the source model %s was trained on data with SHA-256 %s; the corpus %s has %s",
 			j.Key(), path, ck.CorpusHash, r.c.Path, r.c.Hash())
 	}
 	sum, err := study.FileSHA256(path)
-	return ck, sum, err
+	return ck, path, sum, err
 }
 
 // runJob fine-tunes (or resumes, from ckpt) job j from its source model,
@@ -197,7 +210,7 @@ func (r *runner) source(j Job) (*trainer.Checkpoint, string, error) {
 // model at every length.
 func (r *runner) runJob(ctx context.Context, j Job, ckpt, tag string) ([]Row, error) {
 	tag = fmt.Sprintf("%s %s", tag, j.Key())
-	_, srcSum, err := r.source(j)
+	_, src, srcSum, err := r.source(ctx, j)
 	if err != nil {
 		return nil, err
 	}
@@ -205,9 +218,9 @@ func (r *runner) runJob(ctx context.Context, j Job, ckpt, tag string) ([]Row, er
 	if err != nil {
 		return nil, err
 	}
-	r.opt.Logf("%s fine-tuning from %s at L = %d (%d updates)\n", tag, r.plan.SourceCkpt(j), cfg.SeqLen, cfg.Steps)
+	r.opt.Logf("%s fine-tuning from %s at L = %d (%d updates)\n", tag, src, cfg.SeqLen, cfg.Steps)
 	keep := r.plan.Steps[:len(r.plan.Steps)-1]
-	if _, err := trainer.Run(ctx, cfg, r.c, trainer.RunOptions{Ckpt: ckpt, InitFrom: r.plan.SourceCkpt(j), KeepAt: keep,
+	if _, err := trainer.Run(ctx, cfg, r.c, trainer.RunOptions{Ckpt: ckpt, InitFrom: src, KeepAt: keep,
 		SaveEvery: r.opt.SaveEvery, NoEval: true, Progress: r.opt.Progress, Log: r.opt.Log}); err != nil {
 		return nil, errors.WithMessage(err, j.Key())
 	}
@@ -220,7 +233,7 @@ func (r *runner) runJob(ctx context.Context, j Job, ckpt, tag string) ([]Row, er
 	models := []struct {
 		steps int
 		path  string
-	}{{0, r.plan.SourceCkpt(j)}}
+	}{{0, src}}
 	for _, s := range keep {
 		models = append(models, struct {
 			steps int

@@ -204,3 +204,40 @@ func mustText(t *testing.T, p Plan) []byte {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestFineTuneTrainSources: with TrainSources, a source model the length
+// study's directory lacks is trained into the fine-tuning's directory, the
+// same model (its scores before fine-tuning equal those from the length
+// study's checkpoint); without it the job is refused naming the flag.
+func TestFineTuneTrainSources(t *testing.T) {
+	dir := t.TempDir()
+	src, from, _ := tinySource(t, dir)
+	p := tinyPlan(src, from)
+	p.Entries, p.Seeds = []string{"alibi"}, []int64{1}
+	o, err := Run(context.Background(), p, Options{Dir: filepath.Join(dir, "ft1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(from, "models"), filepath.Join(from, "models.away")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(context.Background(), p, Options{Dir: filepath.Join(dir, "ft2")}); err == nil || !strings.Contains(err.Error(), "-train-sources") {
+		t.Fatalf("missing source without TrainSources: %v", err)
+	}
+	p.TrainSources = true
+	o2, err := Run(context.Background(), p, Options{Dir: filepath.Join(dir, "ft3")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ft3", "sources", "alibi-seed1", "ckpt.safetensors")); err != nil {
+		t.Errorf("trained source: %v", err)
+	}
+	if len(o2.Rows) != len(o.Rows) {
+		t.Fatalf("%d rows, want %d", len(o2.Rows), len(o.Rows))
+	}
+	for i := range o.Rows {
+		if a, b := o.Rows[i], o2.Rows[i]; a.FTSteps == 0 && a.BitsPerByte != b.BitsPerByte {
+			t.Errorf("after 0 updates at %d: %.12f from the retrained source, %.12f from the study's", a.EvalLen, b.BitsPerByte, a.BitsPerByte)
+		}
+	}
+}
