@@ -129,6 +129,9 @@ func NewGraphTransformer(g *G.ExprGraph, p *graph.Params, cfg GraphConfig) (*Gra
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := cfg.Encoder.noClassToken("graph transformer"); err != nil {
+		return nil, err
+	}
 	pos, err := newPositionEncoding(cfg.Encoder)
 	if err != nil {
 		return nil, err

@@ -33,6 +33,15 @@ type Config struct {
 	// (Options.Mask) must then be a key-padding mask [B|1, 1, 1, T], read
 	// each time the graph runs (graph.StreamOpts.KeyPad); cope takes none.
 	Stream bool
+	// ViTPool and ViTClassPos configure layers.ViT only (see ViT): how it
+	// pools its tokens for the head, "mean" over the patches (the default;
+	// "" too) or "cls", a class token prepended to the patches (timm's
+	// global_pool 'avg' and 'token'); and whether the position encoding
+	// covers that class token, "with" (the default, timm's
+	// no_embed_class=False) or "without" (no_embed_class=True). The other
+	// models have no class token and refuse "cls" and "without".
+	ViTPool     string `opt:"vit-pool"`
+	ViTClassPos string `opt:"vit-cls-pos"`
 }
 
 // DefaultConfig is the reference configuration: vocab 256, d_model 128,
@@ -52,6 +61,12 @@ func (c Config) Resolved() Config {
 	if c.Pos == "" {
 		c.Pos = "none"
 	}
+	if c.ViTPool == "" {
+		c.ViTPool = PoolMean
+	}
+	if c.ViTClassPos == "" {
+		c.ViTClassPos = ClassPosWith
+	}
 	c.PosOpts = c.PosOpts.Resolve(c.DModel)
 	return c
 }
@@ -67,6 +82,10 @@ func (c Config) Validate() error {
 		return errors.Errorf("layers: LayerNorm eps %g must be positive", c.Eps)
 	case c.InitStd < 0:
 		return errors.Errorf("layers: init std %g must not be negative", c.InitStd)
+	case c.ViTPool != "" && c.ViTPool != PoolMean && c.ViTPool != PoolCls:
+		return errors.Errorf("layers: vit-pool %q (valid: %s, %s)", c.ViTPool, PoolMean, PoolCls)
+	case c.ViTClassPos != "" && c.ViTClassPos != ClassPosWith && c.ViTClassPos != ClassPosWithout:
+		return errors.Errorf("layers: vit-cls-pos %q (valid: %s, %s)", c.ViTClassPos, ClassPosWith, ClassPosWithout)
 	}
 	return nil
 }
@@ -205,6 +224,9 @@ type LM struct {
 // built from one Params shares its weights) and their nodes in g.
 func NewLM(g *G.ExprGraph, p *graph.Params, cfg Config) (*LM, error) {
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.noClassToken("lm"); err != nil {
 		return nil, err
 	}
 	name := cfg.Pos

@@ -3,6 +3,7 @@ package posenc
 import (
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/pkg/errors"
 	G "gorgonia.org/gorgonia"
@@ -23,12 +24,19 @@ func init() {
 	})
 }
 
-// The resampling modes of Learned2D (Options.GridResample).
+// The resampling modes of Learned2D (Options.GridResample). The "-aa"
+// modes are F.interpolate's antialias=True, timm's default in
+// resample_abs_pos_embed (see ResampleWeights).
 const (
-	ResampleNone     = "none"
-	ResampleBilinear = "bilinear"
-	ResampleBicubic  = "bicubic"
+	ResampleNone       = "none"
+	ResampleBilinear   = "bilinear"
+	ResampleBicubic    = "bicubic"
+	ResampleBilinearAA = "bilinear-aa"
+	ResampleBicubicAA  = "bicubic-aa"
 )
+
+// ResampleModes lists the valid values of Options.GridResample.
+var ResampleModes = []string{ResampleNone, ResampleBilinear, ResampleBicubic, ResampleBilinearAA, ResampleBicubicAA}
 
 // absInputGrid returns the 2-D grid positions of an input hook's site and the
 // input's sizes, or an error naming the encoding: x must be [B, T, DModel]
@@ -58,27 +66,31 @@ func absInputGrid(name string, s *Site, x *G.Node) (p *Positions, t, d int, err 
 // per patch of a Rows×Cols grid, parameter "pos_emb_2d" [Rows*Cols, d],
 // initialised N(0, InitStd²), not weight-decayed, shared by the model. The
 // token at (r, c) gets row r*Cols + c added (raster order, rows first, as
-// ViT's flattened patch sequence). ViT's class-token row is absent: the
-// models of package layers pool patches instead.
+// ViT's flattened patch sequence). ViT's class-token row is a separate
+// parameter, "pos_emb_2d_cls" [1, d] (same init, not decayed), created only
+// when a model with a class token asks for it (AddToClass: layers.ViT with
+// vit-pool cls and vit-cls-pos with, timm's no_embed_class=False); it is
+// never resampled, as timm's resample_abs_pos_embed keeps its prefix rows.
 //
 // On a grid R'×C' other than Rows×Cols the table is, with Resample
 //
 //   - "none": not used; AddToInput returns an error naming both grids.
-//   - "bilinear" or "bicubic": resampled to R'×C' as timm's
-//     resample_abs_pos_embed does (F.interpolate of the table seen as a
-//     [d, Rows, Cols] image, align_corners=False, no antialiasing; bicubic
-//     with PyTorch's A = -0.75 and indices clamped at the border; see
-//     ResampleWeights). The resampling is linear in the table, so it is a
-//     constant matrix M [R'*C', Rows*Cols] built on the host (ResampleMatrix)
-//     times the table, one matrix product through which gradients flow
-//     into the table.
+//   - "bilinear" or "bicubic": resampled to R'×C' as F.interpolate of the
+//     table seen as a [d, Rows, Cols] image, align_corners=False,
+//     antialias=False (bicubic with PyTorch's A = -0.75 and indices clamped
+//     at the border), as MAE's interpolate_pos_embed (util/pos_embed.py).
+//   - "bilinear-aa" or "bicubic-aa": the same with antialias=True, the
+//     default of timm's resample_abs_pos_embed (timm/layers/pos_embed.py:
+//     interpolation='bicubic', antialias=True): PyTorch's antialiased
+//     kernels widen the taps by the factor when downsizing, renormalise at
+//     the border instead of clamping, and use A = -0.5 for bicubic, so they
+//     differ from the plain modes when upsizing too.
 //
-// timm's resample_abs_pos_embed defaults to antialias=True, which differs
-// from this (PyTorch's antialiased kernels spread the taps when downsizing,
-// renormalise at the border instead of clamping, and use A = -0.5 for
-// bicubic); MAE's interpolate_pos_embed (util/pos_embed.py) calls
-// F.interpolate(mode='bicubic', align_corners=False) without antialiasing,
-// as here. The original ViT code resamples with scipy's zoom instead.
+// ResampleWeights gives the weights of every mode. The resampling is linear
+// in the table, so it is a constant matrix M [R'*C', Rows*Cols] built on the
+// host (ResampleMatrix) times the table, one matrix product through which
+// gradients flow into the table. The original ViT code resamples with
+// scipy's zoom instead.
 //
 // One value may build graphs from several goroutines at once.
 type Learned2D struct {
@@ -118,8 +130,8 @@ func NewLearned2D(rows, cols int, std float64, resample string) (*Learned2D, err
 	if resample == "" {
 		resample = ResampleNone
 	}
-	if !slices.Contains([]string{ResampleNone, ResampleBilinear, ResampleBicubic}, resample) {
-		return nil, errors.Errorf("posenc learned-2d: grid resample %q (valid: none, bilinear, bicubic)", resample)
+	if !slices.Contains(ResampleModes, resample) {
+		return nil, errors.Errorf("posenc learned-2d: grid resample %q (valid: %s)", resample, strings.Join(ResampleModes, ", "))
 	}
 	return &Learned2D{Rows: rows, Cols: cols, InitStd: std, Resample: resample}, nil
 }
@@ -195,10 +207,26 @@ func (e *Learned2D) AddToInput(s *Site, x *G.Node) (*G.Node, error) {
 	return graph.BroadcastAdd(x, pe)
 }
 
+// AddToClass implements ClassTokenAdder: the class token cls [B, 1, d]
+// plus the learnable row "pos_emb_2d_cls" [1, d] (init N(0, InitStd²), not
+// decayed; timm's pos_embed[:, 0] with no_embed_class=False), the same on
+// every grid: resampling never touches it, as timm's
+// resample_abs_pos_embed keeps its num_prefix_tokens rows.
+func (e *Learned2D) AddToClass(s *Site, cls *G.Node) (*G.Node, error) {
+	if sh := cls.Shape(); sh.Dims() != 3 || sh[1] != 1 || sh[2] != s.DModel {
+		return nil, errors.Errorf("posenc learned-2d: class token has shape %v, want [B, 1, %d]", sh, s.DModel)
+	}
+	row, err := s.Params.Node(s.G, "pos_emb_2d_cls", tensor.Shape{1, s.DModel}, graph.Normal(e.InitStd), false)
+	if err != nil {
+		return nil, err
+	}
+	return graph.BroadcastAdd(cls, row)
+}
+
 // ResampleWeights returns the 1-D interpolation weights [out, in] (row
-// major) that PyTorch's F.interpolate(mode, align_corners=False,
-// antialias=False) applies along one axis resized from in to out samples
-// without a scale factor: output i reads the source coordinate
+// major) that PyTorch's F.interpolate(mode, align_corners=False) applies
+// along one axis resized from in to out samples without a scale factor.
+// Without antialiasing output i reads the source coordinate
 // src = (i + 0.5)·in/out - 0.5 and
 //
 //   - "bilinear": src clamped below at 0, i0 = floor(src), λ = src - i0,
@@ -207,8 +235,25 @@ func (e *Learned2D) AddToInput(s *Site, x *G.Node) (*G.Node, error) {
 //     weights with A = -0.75 at i0-1, i0, i0+1, i0+2, each index clamped to
 //     [0, in-1] (weights of a clamped index accumulate).
 //
-// in == out gives the identity. It returns an error for another mode or a
-// non-positive size.
+// With antialias=True ("bilinear-aa", "bicubic-aa": PyTorch's separable
+// antialiased kernel, HelperInterpBase::_compute_indices_min_size_weights_aa
+// in aten/src/ATen/native/cpu/UpSampleKernel.cpp, torch 1.13), with
+// s = in/out, the filter's half-width n = 1 (bilinear) or 2 (bicubic), and
+// f the triangle 1-|x| (bilinear) or Keys' cubic with A = -0.5 (bicubic),
+// both zero beyond n:
+//
+//	support = n·s if s >= 1 (downsizing), else n
+//	k       = 1/s if s >= 1, else 1
+//	centre  = s·(i + 0.5)
+//	xmin    = max(trunc(centre - support + 0.5), 0)
+//	xmax    = min(trunc(centre + support + 0.5), in)
+//	w_j     = f((j - centre + 0.5)·k) / Σ_j f(...),  xmin <= j < xmax
+//
+// (the weights renormalised over the taps inside the input instead of
+// clamping indices; a zero sum leaves them unnormalised, as PyTorch).
+//
+// in == out gives the identity in every mode. It returns an error for
+// another mode or a non-positive size.
 func ResampleWeights(mode string, in, out int) ([]float64, error) {
 	if in <= 0 || out <= 0 {
 		return nil, errors.Errorf("posenc: resample %d to %d samples: sizes must be positive", in, out)
@@ -236,17 +281,64 @@ func ResampleWeights(mode string, in, out int) ([]float64, error) {
 			row[clamp(i0)] += c1(x)
 			row[clamp(i0+1)] += c1(1 - x)
 			row[clamp(i0+2)] += c2(2 - x)
+		case ResampleBilinearAA, ResampleBicubicAA:
+			resampleAA(row, mode == ResampleBicubicAA, in, scale, i)
 		default:
-			return nil, errors.Errorf("posenc: resample mode %q (valid: bilinear, bicubic)", mode)
+			return nil, errors.Errorf("posenc: resample mode %q (valid: bilinear, bicubic, bilinear-aa, bicubic-aa)", mode)
 		}
 	}
 	return w, nil
 }
 
+// resampleAA writes into row [in] the antialiased weights of output i (see
+// ResampleWeights), scale = in/out, term by term as PyTorch computes them
+// in double.
+func resampleAA(row []float64, cubic bool, in int, scale float64, i int) {
+	filter := func(x float64) float64 { // the triangle
+		if x = math.Abs(x); x < 1 {
+			return 1 - x
+		}
+		return 0
+	}
+	half := 1.0
+	if cubic {
+		const a = -0.5 // PyTorch's aa_filter: Keys' a = -0.5, not upsample_bicubic2d's -0.75
+		filter = func(x float64) float64 {
+			x = math.Abs(x)
+			switch {
+			case x < 1:
+				return ((a+2)*x-(a+3))*x*x + 1
+			case x < 2:
+				return ((a*x-5*a)*x+8*a)*x - 4*a
+			}
+			return 0
+		}
+		half = 2
+	}
+	support, invscale := half, 1.0
+	if scale >= 1 {
+		support, invscale = half*scale, 1/scale
+	}
+	centre := scale * (float64(i) + 0.5)
+	xmin := max(int(centre-support+0.5), 0) // int() truncates toward zero, as C++'s static_cast<int64_t>
+	xmax := min(int(centre+support+0.5), in)
+	total := 0.0
+	for j := xmin; j < xmax; j++ {
+		row[j] = filter((float64(j) - centre + 0.5) * invscale)
+		total += row[j]
+	}
+	if total != 0 {
+		for j := xmin; j < xmax; j++ {
+			row[j] /= total
+		}
+	}
+}
+
 // ResampleMatrix returns the matrix M [outR*outC, inR*inC] (row major) that
 // resamples a table of inR×inC grid rows (raster order, row r*inC + c) to
-// outR×outC as F.interpolate(mode, align_corners=False, antialias=False)
-// does over the table's [d, inR, inC] image: resampled = M · table. It is
+// outR×outC as F.interpolate(mode, align_corners=False; antialias=True
+// for the "-aa" modes, else False) does over the table's [d, inR, inC]
+// image: resampled = M · table. It is
 // the Kronecker product of the row and column weights of ResampleWeights,
 // M[i*outC + j, a*inC + b] = Wrow[i, a]·Wcol[j, b]. Errors as
 // ResampleWeights.
@@ -348,6 +440,16 @@ func Sinusoid2DTable(coords []int, d int) ([]float64, error) {
 		}
 	}
 	return out, nil
+}
+
+// AddToClass implements ClassTokenAdder: cls itself, a zero row, as MAE's
+// get_2d_sincos_pos_embed(cls_token=True) prepends for the class token (so
+// vit-cls-pos with and without give the same model).
+func (e *Sinusoidal2D) AddToClass(s *Site, cls *G.Node) (*G.Node, error) {
+	if sh := cls.Shape(); sh.Dims() != 3 || sh[1] != 1 || sh[2] != s.DModel {
+		return nil, errors.Errorf("posenc sinusoidal-2d: class token has shape %v, want [B, 1, %d]", sh, s.DModel)
+	}
+	return cls, nil
 }
 
 // AddToInput implements InputAdder: x [B, T, d] + Scale·PE of the queries'

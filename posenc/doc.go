@@ -19,6 +19,7 @@
 //	               (layers' Stream; cope, whose gates a table bias cannot express,
 //	               and fire, whose table over (distance, query) pairs grows as T²)
 //	StepAdder      an InputAdder indexed by run-time positions (decoding) [B, 1, d]
+//	ClassTokenAdder an InputAdder that also embeds a class token (layers.ViT) [B, 1, d]
 //	DecodeLimiter  the largest window it decodes exactly with (rope-dynamic)
 //
 // Incremental decoding (layers.Decoder) re-indexes the cache at every step

@@ -78,11 +78,12 @@ var optionDocs = []OptionDoc{
 	{"yarn-beta-slow", "YaRN's lower ramp bound α, in rotations over the training length", rPosFloat, true, posFloat},
 	{"grid-rows", "rows of the patch grid that 2-D position tables are sized for, in patches", rPosInt, true, posInt},
 	{"grid-cols", "columns of the patch grid that 2-D position tables are sized for, in patches", rPosInt, true, posInt},
-	{"grid-resample", "how learned-2d serves another grid: none (an error), bilinear or bicubic", "none, bilinear or bicubic", true, oneOf("none", "bilinear", "bicubic")},
+	{"grid-resample", "how learned-2d serves another grid: none (an error), bilinear or bicubic (F.interpolate, antialias=False, as MAE), bilinear-aa or bicubic-aa (antialias=True, as timm's resample_abs_pos_embed)", "none, bilinear, bicubic, bilinear-aa or bicubic-aa", true, oneOf(ResampleModes...)},
 	{"rel2d-buckets", "swin-log's log buckets per axis and sign", rPosInt, true, posInt},
 	{"rel2d-max-distance", "distance where swin-log's log buckets end, in patches", rPosInt, true, posInt},
 	{"rope2d-base", "frequency base of rope-2d's axial rotations", rAbove1, true, above1},
 	{"rope-mixed-base", "frequency base of rope-mixed's initial learnable frequencies", rAbove1, true, above1},
+	{"rope2d-axis-order", "the grid axis that the first half of rope-2d's rotation pairs turns with: x-first (the column, rope-vit) or y-first (the row, timm)", "x-first or y-first", true, oneOf(Rope2DXFirst, Rope2DYFirst)},
 	{"cpe-kernel", "side of cpe's depthwise convolution, in patches (odd)", "an odd integer >= 1", true, oddPos},
 	{"cpe-after-block", "the block (1-based) after which cpe adds its convolution", rPosInt, true, posInt},
 	{"graph-max-dist", "graphormer-spatial's largest shortest-path distance with its own bias, in hops", rPosInt, true, posInt},
@@ -99,6 +100,7 @@ var optionDocs = []OptionDoc{
 	{"dpb-log-distance", "feed dpb's MLP sign(r)·log(|r|+1) instead of the distance r", rBool, false, anyBool},
 	{"dpb-norm", "put a LayerNorm before every SiLU of dpb's MLP", rBool, false, anyBool},
 	{"xpos-scale-base", "xPos's scale base γ, in tokens: pair p is scaled by ζ_p^(n/γ) at distance n", rPosFloat, true, posFloat},
+	{"xpos-centre", "rounding of xPos's centre c in ζ^((n − c)/γ) for positions 0..N−1: ceil (⌈N/2⌉, torchscale) or floor (⌊N/2⌋, x-transformers)", "ceil or floor", true, oneOf(XPosCentreCeil, XPosCentreFloor)},
 	{"llama3-low-freq-factor", "rope-llama3's low_freq_factor: pairs with wavelengths above L/low are interpolated", rPosFloat, true, posFloat},
 	{"llama3-high-freq-factor", "rope-llama3's high_freq_factor (> the low one): pairs with wavelengths below L/high keep their frequency", rPosFloat, true, posFloat},
 	{"yarn-attention-factor", "rope-yarn's factor on cos and sin (0: derived from rope-scale, 0.1·ln s + 1)", rNonNeg, false, nonNegF},
@@ -239,7 +241,7 @@ func perturb(f fields.Field) string {
 	case reflect.Float64:
 		return fmt.Sprint(v.Float()*1.5 + 0.25)
 	case reflect.String:
-		for _, s := range []string{"interleaved", "bilinear"} {
+		for _, s := range []string{"interleaved", "bilinear", Rope2DYFirst, XPosCentreFloor} {
 			if d, _ := OptionDocOf(f.Name); d.ok(reflect.ValueOf(s)) && s != v.String() {
 				return s
 			}

@@ -74,6 +74,18 @@ type InputAdder interface {
 	AddToInput(s *Site, x *G.Node) (*G.Node, error)
 }
 
+// ClassTokenAdder is an InputAdder that also embeds a class token: a token
+// prepended to the patches of an image with no grid position of its own
+// (layers.ViT with vit-pool cls and vit-cls-pos with; timm's ViT with
+// no_embed_class=False, whose position table has a row for it). learned-2d
+// adds a learnable row of its own, sinusoidal-2d adds nothing (MAE's zero
+// row).
+type ClassTokenAdder interface {
+	InputAdder
+	// AddToClass returns cls + e_cls for the class token cls [B, 1, d].
+	AddToClass(s *Site, cls *G.Node) (*G.Node, error)
+}
+
 // StepAdder is an InputAdder whose table can also be indexed by positions
 // given at run time, so that one decoding graph (layers.Decoder) serves
 // every step: the cache sits at fixed positions, but an absolute table
@@ -245,7 +257,9 @@ type Options struct {
 	GridRows, GridCols int
 	// GridResample is how learned-2d serves a grid other than
 	// GridRows×GridCols: "none" (the default: an error naming both grids),
-	// "bilinear" or "bicubic" (as timm's resample_abs_pos_embed).
+	// "bilinear" or "bicubic" (F.interpolate with antialias=False, as MAE's
+	// interpolate_pos_embed), "bilinear-aa" or "bicubic-aa" (antialias=True,
+	// as timm's resample_abs_pos_embed, whose default is bicubic-aa).
 	GridResample string
 	// Rel2DBuckets is the number of buckets per axis and sign of swin-log's
 	// log-bucketed (Δrow, Δcol) indices (default 8), Rel2DMaxDistance where
@@ -257,6 +271,14 @@ type Options struct {
 	// of rope-mixed's initial frequencies (default 10, their RoPE-Mixed).
 	Rope2DBase    float64 `opt:"rope2d-base"`
 	RopeMixedBase float64
+	// Rope2DAxisOrder is the grid axis that the first dh/4 rotation pairs
+	// of each head of rope-2d turn with (the other dh/4 turn with the other
+	// axis): "x-first" (the column, as Heo et al.'s rope-vit
+	// compute_axial_cis; the default) or "y-first" (the row, as timm's
+	// build_rotary_pos_embed with its default grid_indexing 'ij', the
+	// RotaryEmbeddingCat of EVA-02). Another value is an error naming the
+	// option; rope-mixed does not read it.
+	Rope2DAxisOrder string `opt:"rope2d-axis-order"`
 	// CPEKernel is the side of cpe's depthwise convolution (default 3, odd)
 	// and CPEAfterBlock the 1-based block after which it is added (default
 	// 1: after the first block, as Chu et al. 2021's PEG).
@@ -314,6 +336,14 @@ type Options struct {
 	// XPosScaleBase is xPos's scale base γ (default 512, torchscale's
 	// scale_base): the scale of pair p at distance n is ζ_p^(n/γ).
 	XPosScaleBase float64 `opt:"xpos-scale-base"`
+	// XPosCentre is how xPos rounds the centre c of its scale exponent
+	// (n - c)/γ, with N the largest position of the call + 1: "ceil"
+	// (c = ⌈N/2⌉, torchscale's min_pos = -(length+offset)//2; the default)
+	// or "floor" (c = ⌊N/2⌋, x-transformers' max_pos // 2). c cancels in
+	// q·k, so scores agree up to rounding; the rotated q and k differ by
+	// the factor ζ_p^(±1/γ) when N is odd. Another value is an error naming
+	// the option.
+	XPosCentre string `opt:"xpos-centre"`
 	// Llama3LowFreqFactor and Llama3HighFreqFactor are rope-llama3's
 	// low_freq_factor and high_freq_factor (defaults 1 and 4, Llama 3.1's):
 	// pairs whose wavelength exceeds RopeTrainLen/Llama3LowFreqFactor are
@@ -411,6 +441,9 @@ func (o Options) Defaults() Options {
 	def(&o.Rel2DMaxDistance, 32)
 	deff(&o.Rope2DBase, 100)
 	deff(&o.RopeMixedBase, 10)
+	if o.Rope2DAxisOrder == "" {
+		o.Rope2DAxisOrder = Rope2DXFirst
+	}
 	def(&o.CPEKernel, 3)
 	def(&o.CPEAfterBlock, 1)
 	def(&o.GraphMaxDist, 6)
@@ -430,6 +463,9 @@ func (o Options) Defaults() Options {
 
 	// -- xPos, Llama 3 and YaRN defaults --
 	deff(&o.XPosScaleBase, 512)
+	if o.XPosCentre == "" {
+		o.XPosCentre = XPosCentreCeil
+	}
 	deff(&o.Llama3LowFreqFactor, 1)
 	deff(&o.Llama3HighFreqFactor, 4)
 

@@ -18,6 +18,13 @@ const (
 	RopeMixedName = "rope-mixed"
 )
 
+// The axis orders of rope-2d (Options.Rope2DAxisOrder): the grid axis that
+// the first dh/4 rotation pairs of a head turn with.
+const (
+	Rope2DXFirst = "x-first" // the column first: rope-vit's compute_axial_cis
+	Rope2DYFirst = "y-first" // the row first: timm's build_rotary_pos_embed ('ij')
+)
+
 func init() {
 	register(Info{Name: Rope2DName, Kind: KindRotary}, func(o Options) (Encoding, error) { return NewRope2D(o) })
 	register(Info{Name: RopeMixedName, Kind: KindRotary, Learnable: true}, func(o Options) (Encoding, error) { return NewRopeMixed(o) })
@@ -45,6 +52,23 @@ func init() {
 // rotate (no partial rotary). Base is Options.Rope2DBase (default 100,
 // rope-vit's rope_theta).
 //
+// YFirst (Options.Rope2DAxisOrder "y-first") swaps the axes: pair p < dh/4
+// turns by y·θ_p and pair dh/4 + k by x·θ_k, timm's default convention
+// (timm/layers/pos_embed_sincos.py: build_rotary_pos_embed with
+// grid_indexing 'ij' stacks the meshgrid (row, col), so its sin/cos
+// [T, dh] hold the row bands first, repeat_interleave(2) for interleaved
+// pairs, applied by apply_rot_embed_cat; EVA-02's RotaryEmbeddingCat). With
+// timm's in_pixels=False, feat_shape = ref_feat_shape and grid_offset 0
+// (EVA-02's settings at its training resolution) and Base = timm's
+// temperature (10000 there), rope-2d with YFirst is timm's rotation
+// exactly. timm's grid_indexing 'xy' (its ports of rope-vit's models and
+// its Perception Encoder models) puts the column first again, x-first.
+// Not modelled: timm's pixel mode (in_pixels=True, RotaryEmbeddingCat's
+// default: bands linspace(1, max_res/2)·π on coordinates in [-1, 1]), its
+// positions rescaled to a reference grid (t·ref_feat_shape/feat_shape) and
+// its grid_offset (a constant added to the coordinates: the scores stay,
+// the rotated q and k do not).
+//
 // Then q·k depends on the positions only through (Δrow, Δcol): ⟨R(y_i,
 // x_i) q, R(y_j, x_j) k⟩ = ⟨q, R(y_j - y_i, x_j - x_i) k⟩. Queries are
 // rotated at s.Pos.QCoords, keys at s.Pos.KCoords, so cross-attention and
@@ -63,24 +87,34 @@ type Rope2D struct {
 	// Pairing is graph.RotaryInterleaved (rope-vit's; NewRope2D's choice)
 	// or graph.RotaryHalf.
 	Pairing graph.RotaryPairing
+	// YFirst turns the first dh/4 pairs with the row and the other dh/4
+	// with the column (timm's order); false (the zero value): the column
+	// first (rope-vit's).
+	YFirst bool
 
 	cache tableCache[rope2DKey, *graph.RotaryTable]
 }
 
 type rope2DKey struct {
-	pos  string // Positions.Key
-	keys bool   // key coordinates (else query)
-	dh   int
+	pos    string // Positions.Key
+	keys   bool   // key coordinates (else query)
+	dh     int
+	yFirst bool
 }
 
-// NewRope2D returns rope-2d with base o.Rope2DBase (defaults applied) and
-// interleaved pairs. A base that is not a finite number > 1 is an error.
+// NewRope2D returns rope-2d with base o.Rope2DBase and axis order
+// o.Rope2DAxisOrder (defaults applied) and interleaved pairs. A base that
+// is not a finite number > 1, or an axis order other than x-first and
+// y-first, is an error naming the encoding.
 func NewRope2D(o Options) (*Rope2D, error) {
 	o = o.Defaults()
 	if !(o.Rope2DBase > 1) || math.IsInf(o.Rope2DBase, 0) {
 		return nil, errors.Errorf("posenc %s: base %g must be a finite number > 1", Rope2DName, o.Rope2DBase)
 	}
-	return &Rope2D{Base: o.Rope2DBase, Pairing: graph.RotaryInterleaved}, nil
+	if o.Rope2DAxisOrder != Rope2DXFirst && o.Rope2DAxisOrder != Rope2DYFirst {
+		return nil, errors.Errorf("posenc %s: rope2d-axis-order %q must be %s or %s", Rope2DName, o.Rope2DAxisOrder, Rope2DXFirst, Rope2DYFirst)
+	}
+	return &Rope2D{Base: o.Rope2DBase, Pairing: graph.RotaryInterleaved, YFirst: o.Rope2DAxisOrder == Rope2DYFirst}, nil
 }
 
 // Name implements Encoding.
@@ -104,18 +138,28 @@ func Rope2DFrequencies(base float64, dh int) []float64 {
 // Rope2DAngles returns the cos and sin tables [T, dh/2] of RoPE-Axial for
 // the tokens at coords [T*2] (row, col pairs, token-major as in
 // Positions.QCoords): pair p < dh/4 turns by col·θ_p, pair dh/4+k by
-// row·θ_k (see Rope2D).
+// row·θ_k (see Rope2D; Rope2DAxisAngles with yFirst false).
 func Rope2DAngles(coords []int, dh int, base float64) (cos, sin []float64) {
+	return Rope2DAxisAngles(coords, dh, base, false)
+}
+
+// Rope2DAxisAngles is Rope2DAngles in either axis order: with yFirst,
+// pair p < dh/4 turns by row·θ_p and pair dh/4+k by col·θ_k (timm's
+// order), else the column first (rope-vit's).
+func Rope2DAxisAngles(coords []int, dh int, base float64, yFirst bool) (cos, sin []float64) {
 	th := Rope2DFrequencies(base, dh)
 	q, half := dh/4, dh/2
 	n := len(coords) / 2
 	cos, sin = make([]float64, n*half), make([]float64, n*half)
 	for t := 0; t < n; t++ {
-		row, col := float64(coords[2*t]), float64(coords[2*t+1])
+		first, second := float64(coords[2*t+1]), float64(coords[2*t]) // column, row
+		if yFirst {
+			first, second = second, first
+		}
 		for k, f := range th {
-			s, c := math.Sincos(col * f)
+			s, c := math.Sincos(first * f)
 			cos[t*half+k], sin[t*half+k] = c, s
-			s, c = math.Sincos(row * f)
+			s, c = math.Sincos(second * f)
 			cos[t*half+q+k], sin[t*half+q+k] = c, s
 		}
 	}
@@ -153,13 +197,13 @@ func rope2DCheck(name string, s *Site, q, k *G.Node) error {
 // table returns the cached rotary table of the site's query (keys false)
 // or key coordinates.
 func (e *Rope2D) table(s *Site, keys bool) (*graph.RotaryTable, error) {
-	key := rope2DKey{pos: s.Pos.Key(), keys: keys, dh: s.DHead}
+	key := rope2DKey{pos: s.Pos.Key(), keys: keys, dh: s.DHead, yFirst: e.YFirst}
 	return e.cache.get(key, func() (*graph.RotaryTable, error) {
 		coords := s.Pos.QCoords
 		if keys {
 			coords = s.Pos.KCoords
 		}
-		cos, sin := Rope2DAngles(coords, s.DHead, e.Base)
+		cos, sin := Rope2DAxisAngles(coords, s.DHead, e.Base, e.YFirst)
 		tab, err := graph.NewRotaryTable(len(coords)/2, s.DHead/2, cos, sin)
 		return tab, errors.Wrapf(err, "posenc %s", Rope2DName)
 	})

@@ -13,6 +13,12 @@ import (
 // XPosName is the name of the xPos encoding.
 const XPosName = "xpos"
 
+// The roundings of xPos's centre (Options.XPosCentre).
+const (
+	XPosCentreCeil  = "ceil"  // c = ⌈N/2⌉: torchscale's min_pos = -(length+offset)//2
+	XPosCentreFloor = "floor" // c = ⌊N/2⌋: x-transformers' max_pos // 2
+)
+
 func init() {
 	register(Info{Name: XPosName, Kind: KindRotary}, func(o Options) (Encoding, error) { return NewXPos(o) })
 }
@@ -44,7 +50,12 @@ type CausalOnly interface {
 // s.KStart+j), the scale exponent the position minus a centre c: with N the
 // largest query or key position + 1 of the call, c = ceil(N/2) (torchscale's
 // min_pos = -(length+offset)//2), so the scales stay near 1 for positions
-// 0..N-1; scores depend only on n-m, so c cancels up to rounding. ζ is
+// 0..N-1; scores depend only on n-m, so c cancels up to rounding.
+// FloorCentre (Options.XPosCentre "floor") takes c = floor(N/2) instead,
+// x-transformers' RotaryEmbedding(use_xpos=True): power = (t - max_pos //
+// 2)/scale_base with max_pos = t.max() + 1 (x_transformers.py; with
+// x-transformers' own settings, pairs interleaved and dim_head/2 rotary
+// dims, it is RopePairing "interleaved" and RopeFraction 0.5 here). ζ is
 // computed over the rotary dims (torchscale: the whole head). torchscale
 // pairs interleaved coordinates (rotate_every_two); here RopePairing applies
 // (default "half", as rope): a model trained from scratch learns either, and
@@ -60,6 +71,9 @@ type XPos struct {
 	rope *Rope
 	// ScaleBase is γ.
 	ScaleBase float64
+	// FloorCentre takes the centre c = floor(N/2) (x-transformers');
+	// false (the zero value): ceil(N/2) (torchscale's).
+	FloorCentre bool
 
 	cache tableCache[xposKey, *graph.RotaryTable]
 }
@@ -71,8 +85,9 @@ type xposKey struct {
 
 // NewXPos returns the xPos encoding configured by o (defaults applied): the
 // rotation of rope (RopeBase, RopePairing, RopeFraction) and
-// γ = XPosScaleBase. It returns an error naming xpos for a pairing, base or
-// fraction rope refuses, or a scale base that is not a finite number > 0.
+// γ = XPosScaleBase, with the centre XPosCentre. It returns an error naming
+// xpos for a pairing, base or fraction rope refuses, a scale base that is
+// not a finite number > 0, or a centre other than ceil and floor.
 func NewXPos(o Options) (*XPos, error) {
 	o = o.Defaults()
 	r, err := NewRope(RopePlain, o)
@@ -83,7 +98,10 @@ func NewXPos(o Options) (*XPos, error) {
 	if !(o.XPosScaleBase > 0) || math.IsInf(o.XPosScaleBase, 0) {
 		return nil, errors.Errorf("posenc xpos: scale base %g must be a finite number > 0", o.XPosScaleBase)
 	}
-	return &XPos{rope: r, ScaleBase: o.XPosScaleBase}, nil
+	if o.XPosCentre != XPosCentreCeil && o.XPosCentre != XPosCentreFloor {
+		return nil, errors.Errorf("posenc xpos: xpos-centre %q must be %s or %s", o.XPosCentre, XPosCentreCeil, XPosCentreFloor)
+	}
+	return &XPos{rope: r, ScaleBase: o.XPosScaleBase, FloorCentre: o.XPosCentre == XPosCentreFloor}, nil
 }
 
 // Name implements Encoding.
@@ -102,8 +120,13 @@ func XPosZeta(rot int) []float64 {
 }
 
 // XPosCentre is c, the position subtracted in the scale exponent when the
-// largest position of the call is n-1: ceil(n/2).
+// largest position of the call is n-1: ceil(n/2) (torchscale's; see
+// XPosFloorCentre for x-transformers').
 func XPosCentre(n int) int { return (n + 1) / 2 }
+
+// XPosFloorCentre is c with XPos.FloorCentre: floor(n/2), x-transformers'
+// max_pos // 2.
+func XPosFloorCentre(n int) int { return n / 2 }
 
 // XPosAngles returns the cos and sin tables [n, rot/2] of positions
 // start..start+n-1 for queries (down false: times ζ_p^((pos-centre)/γ)) or
@@ -166,6 +189,9 @@ func (e *XPos) TransformQK(s *Site, q, k *G.Node) (q2, k2 *G.Node, err error) {
 		n = l
 	}
 	c := XPosCentre(n)
+	if e.FloorCentre {
+		c = XPosFloorCentre(n)
+	}
 	qt, err := e.table(s.QStart, s.TQ, rot, c, false)
 	if err != nil {
 		return nil, nil, err

@@ -40,6 +40,7 @@ var flagHelp = map[string]string{
 	"seed":         "seed of the initial weights and the batches",
 	"eval-every":   "evaluate the validation split every N updates (0: only at the end)",
 	"eval-batch":   "evaluation windows per forward pass", "dtype": "arithmetic: float32 or float64",
+	"vit-pool": "ViT only: pool the patches' final states by their mean, or classify from a class token prepended to them: mean or cls", "vit-cls-pos": "ViT only, with -vit-pool cls: whether the position encoding covers the class token (timm's no_embed_class=False): with or without",
 }
 
 // ConfigFlags binds every option of a Config to a flag.FlagSet: one flag

@@ -11,7 +11,7 @@
 //	go run ./experiments/vision -preset full     # 3 seeds, longer training
 //	go run ./experiments/vision -render          # rewrite tables and plots from saved results
 //
-// -encodings, -seeds, -steps, -test-images and -patch change the plan (its output
+// -encodings, -seeds, -steps, -test-images, -patch and -resample change the plan (its output
 // directory becomes runs/vision/<preset>-custom); -mnist DIR reads the four
 // standard IDX files from DIR instead of the copy the GoMNIST module ships.
 // -jobs lists the models (one per line), -job N trains and evaluates model
@@ -25,9 +25,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/rpe-go/rpe/experiments/study"
 	"github.com/rpe-go/rpe/experiments/visionstudy"
+	"github.com/rpe-go/rpe/posenc"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -38,6 +41,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	testN := c.FlagSet.Int("test-images", 0, "test images per resolution instead of the preset's (0: all 10,000)")
 	patch := c.FlagSet.Int("patch", 0, "patch side in pixels instead of the preset's 4 (must divide the image side)")
 	mnist := c.FlagSet.String("mnist", "", "directory of MNIST-format IDX files (default: the GoMNIST module's copy)")
+	resample := c.FlagSet.String("resample", "", "how learned-2d's table is resampled to a larger test grid instead of the preset's bicubic: "+
+		strings.Join(posenc.ResampleModes, ", ")+" (bicubic-aa: timm's default, antialiased)")
 	if code := c.Parse(args); code >= 0 {
 		return code
 	}
@@ -54,6 +59,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return c.Usage(fmt.Errorf("-test-images %d: give a number of images >= 0 (0: all 10,000), or leave the flag out for the preset's", *testN))
 		}
 		p.TestImages, custom = *testN, true
+	}
+	if c.Given("resample") {
+		if !slices.Contains(posenc.ResampleModes, *resample) {
+			return c.Usage(fmt.Errorf("-resample %q: give one of %s, or leave the flag out for the preset's bicubic", *resample, strings.Join(posenc.ResampleModes, ", ")))
+		}
+		p.Resample, custom = *resample, true
 	}
 	if c.Given("patch") {
 		if *patch < 1 {

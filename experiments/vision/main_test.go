@@ -27,6 +27,8 @@ func TestFlags(t *testing.T) {
 		{[]string{"-encodings", "rope3d"}, 2, "rope3d"},
 		{[]string{"-steps", "-3"}, 2, "-steps -3: give a number of updates >= 1"},
 		{[]string{"extra"}, 2, "unexpected arguments"},
+		{[]string{"-resample", "nearest"}, 2, `-resample "nearest": give one of none, bilinear, bicubic, bilinear-aa, bicubic-aa`},
+		{[]string{"-encodings", "swin@vit-pool=cls"}, 2, "vit-pool cls with swin (vit-cls-pos with): its score bias acts inside attention"},
 		{[]string{"-mnist", corrupt, "-out", t.TempDir(), "-encodings", "none"}, 1, "magic"},
 		{[]string{"-mnist", t.TempDir(), "-out", t.TempDir(), "-encodings", "none"}, 1, "train-images-idx3-ubyte"},
 		{[]string{"-patch", "5", "-out", t.TempDir(), "-encodings", "none"}, 1, "not divisible by patch size 5"},
@@ -48,5 +50,40 @@ func TestJobs(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 12 || lines[0] != "0 none-seed1" || !strings.HasSuffix(lines[11], "cpe-seed1") {
 		t.Fatalf("jobs:\n%s", out.String())
+	}
+}
+
+// TestResampleFlag: -resample and the class-token variants make a custom
+// plan of the models they name.
+func TestResampleFlag(t *testing.T) {
+	var out, errb bytes.Buffer
+	args := []string{"-jobs", "-resample", "bicubic-aa", "-encodings", "learned-2d@vit-pool=cls,learned-2d@vit-pool=cls@vit-cls-pos=without"}
+	if code := run(args, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if got, want := strings.TrimSpace(out.String()), "0 learned-2d@vit-pool=cls-seed1\n1 learned-2d@vit-pool=cls@vit-cls-pos=without-seed1"; got != want {
+		t.Fatalf("jobs:\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestResampleFlagRows: -resample reaches the evaluation, whose rows of
+// learned-2d on the larger grids carry its label (one update, four test
+// images).
+func TestResampleFlagRows(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model")
+	}
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	args := []string{"-out", dir, "-encodings", "learned-2d@vit-pool=cls", "-steps", "1", "-test-images", "4", "-resample", "bicubic-aa"}
+	if code := run(args, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "results.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "resample=bicubic-aa"); n != 2 {
+		t.Fatalf("%d rows evaluated with resample=bicubic-aa, want 2 (canvas56, upscale2x):\n%s", n, b)
 	}
 }

@@ -25,9 +25,13 @@
 //
 // A learned 2-D table cannot serve a larger grid as it is: its row is n/a
 // with the encoding's error as the note, and a second row evaluates it with
-// the plan's resampling (bicubic, as timm's resample_abs_pos_embed). Other
-// encodings that cannot serve a grid (the 1-D learned table beyond its 64
-// rows, Swin's table beyond ±6 offsets) are n/a the same way.
+// the plan's resampling (Plan.Resample: bicubic without antialiasing, as
+// MAE's interpolate_pos_embed, in the presets; bicubic-aa is timm's
+// resample_abs_pos_embed default). Other encodings that cannot serve a
+// grid (the 1-D learned table beyond its 64 rows, Swin's table beyond ±6
+// offsets) are n/a the same way. A class token (the variants
+// name@vit-pool=cls and name@vit-pool=cls@vit-cls-pos=without, see
+// layers.ViT) is an option of the model like any other.
 //
 // # Output and resumption
 //

@@ -65,7 +65,9 @@ func BiasMaps(p *graph.Params, vit layers.ViTConfig, rows, cols, layer, qRow, qC
 
 // AttentionMaps classifies image i of ds with the weights p and returns,
 // per head of block layer, the attention probabilities of the query patch
-// at (qRow, qCol) over the key patches, as matrices of the patch grid.
+// at (qRow, qCol) over the key patches, as matrices of the patch grid
+// (with a class token, vit-pool cls, its column is left out: the rows sum
+// to less than 1).
 func AttentionMaps(p *graph.Params, vit layers.ViTConfig, ds *images.Dataset, i, layer, qRow, qCol int) ([]viz.Matrix, error) {
 	rows, cols, err := images.Grid(ds, vit.Patch)
 	if err != nil {
@@ -95,16 +97,20 @@ func AttentionMaps(p *graph.Params, vit layers.ViTConfig, ds *images.Dataset, i,
 	if _, err := m.Fwd(xN, rows, cols); err != nil {
 		return nil, err
 	}
-	probs := m.Blocks[layer].Attn.Probs() // [1, H, T, T]
+	probs := m.Blocks[layer].Attn.Probs() // [1, H, n, n], n = T (+1 for a class token, token 0)
 	vals, err := run(g, probs)
 	if err != nil {
 		return nil, err
 	}
-	q := qRow*cols + qCol
+	off := 0
+	if m.Class != nil {
+		off = 1
+	}
+	n, q := t+off, off+qRow*cols+qCol
 	out := make([]viz.Matrix, vit.Encoder.Heads)
 	for h := range out {
 		row := make([]float64, t)
-		copy(row, vals[(h*t+q)*t:(h*t+q+1)*t])
+		copy(row, vals[(h*n+q)*n+off:(h*n+q+1)*n])
 		if out[h], err = viz.NewMatrix(rows, cols, row); err != nil {
 			return nil, err
 		}

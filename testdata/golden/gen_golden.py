@@ -1167,6 +1167,1223 @@ def module_main(doc, generate, self_check):
     return 0
 
 
+# ---------------------------------------------------------------------------------------
+# Issue #34: two conventions of reference libraries, options of posenc (hook-level cases)
+# ---------------------------------------------------------------------------------------
+# rope2d-axis-order y-first: timm's axial 2-D RoPE (huggingface/pytorch-image-models at
+# aa4b5850c1543fa488abf260f18390eda46cf85d, timm/layers/pos_embed_sincos.py), the rotation of
+# EVA-02 (timm/models/eva.py: create_rope_embed('cat') -> RotaryEmbeddingCat(head_dim,
+# in_pixels=False, feat_shape=grid), applied per head by apply_rot_embed_cat(q, rope) with the
+# default half=False; patch dropout gathers the rows of kept patches with
+# apply_keep_indices_nlc, then unsqueeze(1)). build_rotary_pos_embed stacks the meshgrid of
+# (rows, cols) ('ij'): its sin/cos [T, dh] hold the row's dh/4 bands first, then the column's,
+# each repeated twice (interleaved pairs, rot). Bands in its in_pixels=False mode:
+# freq_bands(dh/4, temperature, step=1) = temperature^(-4k/dh), as rope-2d's base^(-4k/dh).
+# So pair p < dh/4 of a head turns by row*theta_p and pair dh/4+k by col*theta_k: rope-2d with
+# rope2d-axis-order y-first and rope2d-base = temperature.
+#
+# xpos-centre floor: x-transformers' xPos (lucidrains/x-transformers at
+# 9252ed7838021ee61e6c5be0930b3a9a88efdf06, x_transformers/x_transformers.py, RotaryEmbedding
+# with use_xpos=True: max_pos = t.max() + 1, power = (t - (max_pos // 2)) / scale_base, so
+# c = floor(N/2); the queries times scale, the keys times scale ** -1 (Attention.forward)).
+# Its rotation: interleaved pairs over rotary_emb_dim = dim_head // 2 dims (the default),
+# inv_freq = base^(-2p/rot), zeta = (2p + 0.4 rot)/(1.4 rot): xpos with rope-pairing
+# interleaved, rope-fraction 0.5, xpos-centre floor.
+#
+# The library code below is verbatim (TIMM_SOURCE, XT_SOURCE), run in a namespace of its own
+# with the few names it imports (timm's ndgrid and _assert, x-transformers' exists and einops'
+# rearrange for the five patterns it uses; x-transformers' autocast decorator is a no-op on the
+# CPU). Omitted: timm's RotaryEmbeddingCat.get_batch_embeds, init_non_persistent_buffers and
+# update_feat_shape (unused). The golden vectors are computed by that code in float64: timm's
+# build_rotary_pos_embed with float64 bands and dtype (positions are small integers, exact in
+# its float32 grid), x-transformers' RotaryEmbedding with its float32 inv_freq buffer replaced
+# by the same formula in float64; the self-check compares both with the float32 originals.
+#
+# Cases (posenc/golden_conventions_test.go):
+#   2d-rope-timm        rope-2d y-first, 3x4 raster grid (timm's feat_shape [3, 4]), base 10000
+#   2d-rope-timm-cross  rope-2d y-first, 4x5 grid, 6 query and 9 key patches (kept patches of
+#                       apply_keep_indices_nlc, random order), base 100, dh 12, H 3
+#   xpos-xt-self        xpos floor, 7 positions (N odd: floor(7/2) = 3, ceil 4), dh 16, rot 8
+#   xpos-xt-decode      xpos floor, one query at 10 against keys 0..10 (x-transformers' cached
+#                       step: q takes freqs[:, -1:], the keys are rotated at every step)
+# Files hold q, k, wq, wk, q_out, k_out, grad/q, grad/k (q_coords, k_coords I64 [T, 2] (row, col)
+# for rope-2d), loss = sum(q_out * wq) + sum(k_out * wk).
+
+TIMM_SOURCE = r'''
+def freq_bands(
+        num_bands: int,
+        temperature: float = 10000.,
+        step: int = 2,
+        device: Optional[torch.device] = None,
+) -> torch.Tensor:
+    exp = torch.arange(0, num_bands, step, dtype=torch.int64, device=device).to(torch.float32) / num_bands
+    bands = 1. / (temperature ** exp)
+    return bands
+
+
+def swap_shape_xy(seq: List[int]) -> List[int]:
+    if len(seq) < 2:
+        return seq
+    return [seq[1], seq[0]] + list(seq[2:])
+
+
+def build_fourier_pos_embed(
+        feat_shape: List[int],
+        bands: Optional[torch.Tensor] = None,
+        num_bands: int = 64,
+        max_res: int = 224,
+        temperature: float = 10000.,
+        linear_bands: bool = False,
+        include_grid: bool = False,
+        in_pixels: bool = True,
+        ref_feat_shape: Optional[List[int]] = None,
+        grid_offset: float = 0.,
+        grid_indexing: str = 'ij',
+        device: Optional[torch.device] = None,
+        dtype: torch.dtype = torch.float32,
+) -> List[torch.Tensor]:
+    """
+
+    Args:
+        feat_shape: Feature shape for embedding.
+        bands: Pre-calculated frequency bands.
+        num_bands: Number of frequency bands (determines output dim).
+        max_res: Maximum resolution for pixel based freq.
+        temperature: Temperature for non-pixel freq.
+        linear_bands: Linear band spacing for pixel based freq.
+        include_grid: Include the spatial grid in output.
+        in_pixels: Output in pixel freq.
+        ref_feat_shape: Reference feature shape for resize / fine-tune.
+        grid_offset: Constant offset to add to grid for non-pixel freq.
+        grid_indexing: Indexing mode for meshgrid ('ij' or 'xy')
+        dtype: Output dtype.
+        device: Output device.
+
+    Returns:
+
+    """
+    if bands is None:
+        if in_pixels:
+            bands = pixel_freq_bands(
+                num_bands,
+                float(max_res),
+                linear_bands=linear_bands,
+                device=device,
+            )
+        else:
+            bands = freq_bands(
+                num_bands,
+                temperature=temperature,
+                step=1,
+                device=device,
+            )
+    else:
+        if device is None:
+            device = bands.device
+        if dtype is None:
+            dtype = bands.dtype
+
+    if grid_indexing == 'xy':
+        feat_shape = swap_shape_xy(feat_shape)
+        if ref_feat_shape is not None:
+            ref_feat_shape = swap_shape_xy(ref_feat_shape)
+
+    if in_pixels:
+        t = [
+            torch.linspace(-1., 1., steps=s, device=device, dtype=torch.float32)
+            for s in feat_shape
+        ]
+    else:
+        t = [
+            torch.arange(s, device=device, dtype=torch.int64).to(torch.float32) + grid_offset
+            for s in feat_shape
+        ]
+
+    if ref_feat_shape is not None:
+        # eva's scheme for resizing rope embeddings (ref shape = pretrain)
+        t = [x / f * r for x, f, r in zip(t, feat_shape, ref_feat_shape)]
+
+    grid = torch.stack(torch.meshgrid(t, indexing=grid_indexing), dim=-1)
+    grid = grid.unsqueeze(-1)
+    pos = grid * bands
+
+    pos_sin, pos_cos = pos.sin().to(dtype=dtype), pos.cos().to(dtype=dtype)
+    out = [grid, pos_sin, pos_cos] if include_grid else [pos_sin, pos_cos]
+    return out
+
+
+def rot(x):
+    # x:   [ x0  x1  x2  x3  x4  x5]
+    # out: [-x1  x0 -x3  x2 -x5  x4]
+    return torch.stack([-x[..., 1::2], x[..., ::2]], -1).reshape(x.shape)
+
+
+def apply_rot_embed_cat(
+        x: torch.Tensor,
+        emb: torch.Tensor,
+        half: bool = False
+) -> torch.Tensor:
+    sin_emb, cos_emb = emb.chunk(2, -1)
+    # x: [..., D], eg [x0, x1, x2, x3, x4, x5]
+    if half:
+        # sin: [..., D], eg [sin0, sin1, sin2, sin0, sin1, sin2]
+        # cos: [..., D], eg [cos0, cos1, cos2, cos0, cos1, cos2
+        # rope_rotate_half(x), eg [-x3, -x4, -x5, x0, x1, x2]
+        return x * cos_emb + rope_rotate_half(x) * sin_emb
+    else:
+        # sin: [..., D], eg [sin0, sin0, sin1, sin1, sin2, sin2]
+        # cos: [..., D], eg [cos0, cos0, cos1, cos1, cos2, cos2]
+        # rot(x), eg [-x1, x0, -x3, x2, -x5, x4]
+        return x * cos_emb + rot(x) * sin_emb
+
+
+def apply_keep_indices_nlc(
+        x: torch.Tensor,
+        pos_embed: torch.Tensor,
+        keep_indices: torch.Tensor,
+        pos_embed_has_batch: bool = False,
+) -> torch.Tensor:
+    """ Apply keep indices to different ROPE shapes
+
+    Expected pos_embed shapes:
+    * [seq_len, pos_embed_dim] --> output [batch_size, seq_len, pos_embed_dim]
+    * [num_heads, seq_len, pos_embed_dim] --> output [batch_size, num_heads, seq_len, pos_embed_dim]
+    * [depth, num_heads, seq_len, pos_embed_dim] --> output [batch_size, depth, num_heads, seq_len, pos_embed_dim]
+
+    And all of the above with leading batch dimension already present if `pos_embed_has_batch == True`
+
+    """
+    if pos_embed_has_batch:
+        # Pos embed already includes batch dim
+        _assert(pos_embed.ndim >= 3, 'Incorrect number of dimensions')  # At least [batch, seq_len, pos_embed_dim]
+    else:
+        # Add batch dimension and expand to batch size
+        _assert(pos_embed.ndim >= 2, 'Incorrect number of dimensions')  # At least [seq_len, pos_embed_dim]
+        expand_shape = (x.shape[0],) + (-1,) * pos_embed.ndim
+        pos_embed = pos_embed.unsqueeze(0).expand(expand_shape)
+
+    # Reshape keep_indices to add singleton dims
+    keep_shape = (keep_indices.shape[0],) + (1,) * (pos_embed.ndim - 3) + (keep_indices.shape[1], 1)
+    keep_indices = keep_indices.view(keep_shape)
+
+    # Expand all dims to match position embedding except the gather dim (second-last)
+    keep_expand = list(pos_embed.shape)
+    keep_expand[-2] = -1
+    keep_indices = keep_indices.expand(keep_expand)
+
+    return pos_embed.gather(-2, keep_indices)
+
+
+def build_rotary_pos_embed(
+        feat_shape: List[int],
+        bands: Optional[torch.Tensor] = None,
+        dim: int = 64,
+        max_res: int = 224,
+        temperature: float = 10000.,
+        linear_bands: bool = False,
+        in_pixels: bool = True,
+        ref_feat_shape: Optional[List[int]] = None,
+        grid_offset: float = 0.,
+        grid_indexing: str = 'ij',
+        device: Optional[torch.device] = None,
+        dtype: torch.dtype = torch.float32,
+):
+    """
+
+    Args:
+        feat_shape: Spatial shape of the target tensor for embedding.
+        bands: Optional pre-generated frequency bands
+        dim: Output dimension of embedding tensor.
+        max_res: Maximum resolution for pixel mode.
+        temperature: Temperature (inv freq) for non-pixel mode
+        linear_bands: Linearly (instead of log) spaced bands for pixel mode
+        in_pixels: Pixel vs language (inv freq) mode.
+        ref_feat_shape: Reference feature shape for resize / fine-tune.
+        grid_offset: Constant offset to add to grid for non-pixel freq.
+        grid_indexing: Indexing mode for meshgrid ('ij' or 'xy')
+        device: Output device.
+        dtype: Output dtype.
+
+    Returns:
+
+    """
+    sin_emb, cos_emb = build_fourier_pos_embed(
+        feat_shape,
+        bands=bands,
+        num_bands=dim // 4,
+        max_res=max_res,
+        temperature=temperature,
+        linear_bands=linear_bands,
+        in_pixels=in_pixels,
+        ref_feat_shape=ref_feat_shape,
+        grid_offset=grid_offset,
+        grid_indexing=grid_indexing,
+        device=device,
+        dtype=dtype,
+    )
+    num_spatial_dim = 1
+    # this would be much nicer as a .numel() call to torch.Size(), but torchscript sucks
+    for x in feat_shape:
+        num_spatial_dim *= x
+    sin_emb = sin_emb.reshape(num_spatial_dim, -1).repeat_interleave(2, -1)
+    cos_emb = cos_emb.reshape(num_spatial_dim, -1).repeat_interleave(2, -1)
+    return sin_emb, cos_emb
+
+
+class RotaryEmbeddingCat(nn.Module):
+    """ Rotary position embedding w/ concatenatd sin & cos
+
+    The following impl/resources were referenced for this impl:
+    * https://github.com/lucidrains/vit-pytorch/blob/6f3a5fcf0bca1c5ec33a35ef48d97213709df4ba/vit_pytorch/rvt.py
+    * https://blog.eleuther.ai/rotary-embeddings/
+    """
+
+    def __init__(
+            self,
+            dim: int,
+            max_res: int = 224,
+            temperature: float = 10000,
+            in_pixels: bool = True,
+            linear_bands: bool = False,
+            feat_shape: Optional[List[int]] = None,
+            ref_feat_shape: Optional[List[int]] = None,
+            grid_offset: float = 0.,
+            grid_indexing: str = 'ij',
+            device=None,
+            dtype=None,
+    ):
+        super().__init__()
+        self.dim = dim
+        self.max_res = max_res
+        self.temperature = temperature
+        self.in_pixels = in_pixels
+        self.linear_bands = linear_bands
+        self.feat_shape = feat_shape
+        self.ref_feat_shape = ref_feat_shape
+        self.grid_offset = grid_offset
+        self.grid_indexing = grid_indexing
+
+        # Track which mode we're in
+        self._use_cached_embed = feat_shape is not None
+
+        if feat_shape is None:
+            # bands mode: cache bands, rebuild embeddings on each get_embed call
+            bands_shape = (dim // 4,)
+            self.register_buffer('bands', torch.empty(bands_shape, device=device, dtype=dtype), persistent=False)
+            self.pos_embed = None
+        else:
+            # embed mode: cache full embeddings
+            self.bands = None
+            num_pos = 1
+            for s in feat_shape:
+                num_pos *= s
+            emb_shape = (num_pos, dim * 2)  # concatenated sin & cos
+            self.register_buffer('pos_embed', torch.empty(emb_shape, device=device, dtype=dtype), persistent=False)
+
+        # TODO: skip init when on meta device when safe to do so
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Initialize parameters and buffers."""
+        self._init_buffers()
+
+    def _init_buffers(self) -> None:
+        """Compute and fill non-persistent buffer values."""
+        if not self._use_cached_embed:
+            self.bands.copy_(self._compute_bands())
+        else:
+            self.pos_embed.copy_(self._get_pos_embed_values(self.feat_shape))
+
+    def _compute_bands(self, device=None, dtype=None):
+        """Compute frequency bands."""
+        if self.in_pixels:
+            bands = pixel_freq_bands(
+                self.dim // 4,
+                float(self.max_res),
+                linear_bands=self.linear_bands,
+            )
+        else:
+            bands = freq_bands(
+                self.dim // 4,
+                temperature=self.temperature,
+                step=1,
+            )
+        return bands.to(device=device, dtype=dtype)
+
+    def _get_pos_embed_values(self, feat_shape: List[int], device=None, dtype=torch.float32):
+        embeds = build_rotary_pos_embed(
+            feat_shape=feat_shape,
+            dim=self.dim,
+            max_res=self.max_res,
+            temperature=self.temperature,
+            linear_bands=self.linear_bands,
+            in_pixels=self.in_pixels,
+            ref_feat_shape=self.ref_feat_shape,
+            grid_offset=self.grid_offset,
+            grid_indexing=self.grid_indexing,
+            device=device,
+            dtype=dtype,
+        )
+        return torch.cat(embeds, -1)
+
+    def init_non_persistent_buffers(self) -> None:
+        """Initialize non-persistent buffers."""
+        self._init_buffers()
+
+    def update_feat_shape(self, feat_shape: List[int]):
+        if self.feat_shape is not None and feat_shape != self.feat_shape:
+            # only update if feat_shape was set and different from previous value
+            assert self.pos_embed is not None
+            self.pos_embed = self._get_pos_embed_values(
+                feat_shape,
+                device=self.pos_embed.device,
+                dtype=self.pos_embed.dtype,
+            )
+            self.feat_shape = feat_shape
+
+    def get_embed(self, shape: Optional[List[int]] = None):
+        if shape is not None and self.bands is not None:
+            # rebuild embeddings from cached bands every call, use if target shape changes
+            embeds = build_rotary_pos_embed(
+                shape,
+                self.bands,
+                in_pixels=self.in_pixels,
+                ref_feat_shape=self.ref_feat_shape,
+                grid_offset=self.grid_offset,
+                grid_indexing=self.grid_indexing,
+            )
+            return torch.cat(embeds, -1)
+        elif self.pos_embed is not None:
+            return self.pos_embed
+        else:
+            assert False, "get_embed() requires pre-computed pos embed or valid shape w/ pre-computed bands"
+
+    def forward(self, x):
+        # assuming channel-first tensor where spatial dim are >= 2
+        pos_embed = self.get_embed(x.shape[2:])
+        return apply_rot_embed_cat(x, pos_embed)
+'''
+
+XT_SOURCE = r'''
+class RotaryEmbedding(Module):
+    def __init__(
+        self,
+        dim,
+        use_xpos = False,
+        scale_base = 512,
+        interpolation_factor = 1.,
+        base = 10000,
+        base_rescale_factor = 1.
+    ):
+        super().__init__()
+        # proposed by reddit user bloc97, to rescale rotary embeddings to longer sequence length without fine-tuning
+        # has some connection to NTK literature
+        # https://www.reddit.com/r/LocalLLaMA/comments/14lz7j5/ntkaware_scaled_rope_allows_llama_models_to_have/
+        base *= base_rescale_factor ** (dim / (dim - 2))
+
+        inv_freq = 1. / (base ** (arange(0, dim, 2).float() / dim))
+        self.register_buffer('inv_freq', inv_freq)
+
+        assert interpolation_factor >= 1.
+        self.interpolation_factor = interpolation_factor
+
+        if not use_xpos:
+            self.register_buffer('scale', None)
+            return
+
+        scale = (arange(0, dim, 2) + 0.4 * dim) / (1.4 * dim)
+
+        self.scale_base = scale_base
+        self.register_buffer('scale', scale)
+
+    def forward_from_seq_len(self, seq_len):
+        device = self.inv_freq.device
+
+        t = arange(seq_len, device = device)
+        return self.forward(t)
+
+    @autocast('cuda', enabled = False)
+    def forward(self, t, offset = 0):
+        max_pos = t.max() + 1
+
+        if t.ndim == 1:
+            t = rearrange(t, 'n -> 1 n')
+
+        freqs = torch.einsum('b i , j -> b i j', t.type_as(self.inv_freq), self.inv_freq) / self.interpolation_factor
+        freqs = stack((freqs, freqs), dim = -1)
+        freqs = rearrange(freqs, '... d r -> ... (d r)')
+
+        if not exists(self.scale):
+            return freqs, 1.
+
+        power = (t - (max_pos // 2)) / self.scale_base
+        scale = self.scale ** rearrange(power, '... n -> ... n 1')
+        scale = stack((scale, scale), dim = -1)
+        scale = rearrange(scale, '... d r -> ... (d r)')
+
+        return freqs, scale
+
+def rotate_half(x):
+    x = rearrange(x, '... (d r) -> ... d r', r = 2)
+    x1, x2 = x.unbind(dim = -1)
+    x = stack((-x2, x1), dim = -1)
+    return rearrange(x, '... d r -> ... (d r)')
+
+@autocast('cuda', enabled = False)
+def apply_rotary_pos_emb(t, freqs, scale = 1):
+    rot_dim, seq_len, orig_dtype = freqs.shape[-1], t.shape[-2], t.dtype
+
+    freqs = freqs[:, -seq_len:, :]
+    scale = scale[:, -seq_len:, :] if is_tensor(scale) else scale
+
+    if t.ndim == 4 and freqs.ndim == 3:
+        freqs = rearrange(freqs, 'b n d -> b 1 n d')
+
+        if is_tensor(scale):
+            scale = rearrange(scale, 'b n d -> b 1 n d')
+
+    # partial rotary embeddings, Wang et al. GPT-J
+    t, t_unrotated = t[..., :rot_dim], t[..., rot_dim:]
+    t = (t * freqs.cos() * scale) + (rotate_half(t) * freqs.sin() * scale)
+    out = cat((t, t_unrotated), dim = -1)
+
+    return out.type(orig_dtype)
+'''
+
+
+def conv_timm_ns():
+    """The namespace of TIMM_SOURCE: timm's functions and RotaryEmbeddingCat."""
+    from typing import List, Optional, Tuple, Union
+
+    def ndgrid(*tensors):  # timm/layers/grid.py
+        return torch.meshgrid(*tensors, indexing='ij')
+
+    def _assert(condition, message):  # timm/layers/trace_utils.py
+        assert condition, message
+
+    ns = dict(torch=torch, nn=torch.nn, math=math, List=List, Optional=Optional, Tuple=Tuple, Union=Union,
+              ndgrid=ndgrid, _assert=_assert)
+    exec(compile(TIMM_SOURCE, "timm/layers/pos_embed_sincos.py", "exec"), ns)
+    return ns
+
+
+def conv_xt_ns():
+    """The namespace of XT_SOURCE: x-transformers' RotaryEmbedding and apply_rotary_pos_emb."""
+    def rearrange(x, pattern, **axes):  # einops.rearrange, the patterns XT_SOURCE uses
+        if pattern == 'n -> 1 n':
+            return x.unsqueeze(0)
+        if pattern == '... d r -> ... (d r)':
+            return x.reshape(*x.shape[:-2], -1)
+        if pattern == '... n -> ... n 1':
+            return x.unsqueeze(-1)
+        if pattern == '... (d r) -> ... d r':
+            return x.reshape(*x.shape[:-1], -1, axes['r'])
+        if pattern == 'b n d -> b 1 n d':
+            assert x.ndim == 3
+            return x.unsqueeze(1)
+        raise ValueError(pattern)
+
+    def autocast(*args, **kwargs):
+        return lambda f: f
+
+    ns = dict(torch=torch, Module=torch.nn.Module, arange=torch.arange, stack=torch.stack, cat=torch.cat,
+              is_tensor=torch.is_tensor, exists=lambda v: v is not None, rearrange=rearrange, autocast=autocast)
+    exec(compile(XT_SOURCE, "x_transformers/x_transformers.py", "exec"), ns)
+    return ns
+
+
+def conv_timm_bands(dh, temperature):
+    """freq_bands(dh // 4, temperature, step=1) in float64."""
+    nb = dh // 4
+    return 1.0 / (temperature ** (torch.arange(0, nb, 1, dtype=torch.float64) / nb))
+
+
+def conv_timm_embed(ns, rows, cols, dh, temperature, grid_indexing='ij'):
+    """RotaryEmbeddingCat(dh, temperature, in_pixels=False).get_embed([rows, cols]) in float64:
+    cat([sin, cos]) [rows*cols, 2*dh], raster order."""
+    sin, cos = ns["build_rotary_pos_embed"]([rows, cols], bands=conv_timm_bands(dh, temperature), in_pixels=False,
+                                            grid_indexing=grid_indexing, dtype=torch.float64)
+    return torch.cat([sin, cos], -1)
+
+
+def conv_timm_forward(ns, t, rows, cols, dh, base):
+    """q_out, k_out, loss of rope-2d y-first: timm's rotation of the patches at t['q_coords'],
+    t['k_coords'] (eva.py: apply_keep_indices_nlc of the kept patches, unsqueeze(1),
+    apply_rot_embed_cat)."""
+    emb = conv_timm_embed(ns, rows, cols, dh, base)
+    out = []
+    for x, coords in ((t["q"], t["q_coords"]), (t["k"], t["k_coords"])):
+        keep = (coords[:, 0] * cols + coords[:, 1]).unsqueeze(0).expand(x.shape[0], -1)
+        rope = ns["apply_keep_indices_nlc"](x, emb, keep).unsqueeze(1)  # [B, 1, T, 2*dh]
+        out.append(ns["apply_rot_embed_cat"](x, rope))
+    return out[0], out[1], (out[0] * t["wq"]).sum() + (out[1] * t["wk"]).sum()
+
+
+def conv_xt_rotary(ns, rot, base, gamma):
+    """x-transformers' RotaryEmbedding(rot, use_xpos=True, scale_base=gamma, base=base), inv_freq in
+    float64."""
+    re = ns["RotaryEmbedding"](rot, use_xpos=True, scale_base=gamma, base=base)
+    re.inv_freq = 1. / (base ** (torch.arange(0, rot, 2, dtype=torch.float64) / rot))
+    return re
+
+
+def conv_xt_forward(ns, c, q, k):
+    """q_out, k_out of xpos floor: x-transformers' rotary_pos_emb = RotaryEmbedding(arange(N))
+    (TransformerWrapper: pos = arange(seq_len), no memory), then Attention.forward's
+    apply_rotary_pos_emb(q, freqs, scale) and apply_rotary_pos_emb(k, freqs, scale ** -1.);
+    queries and keys end at position N - 1 (self-attention or a cached decoding step)."""
+    rot = int(c["fraction"] * c["dh"])
+    n = c["q_start"] + c["tq"]
+    assert n == c["k_start"] + c["tk"] and c["k_start"] == 0
+    freqs, scale = conv_xt_rotary(ns, rot, c["base"], c["xpos_scale_base"])(torch.arange(n))
+    return ns["apply_rotary_pos_emb"](q, freqs, scale), ns["apply_rotary_pos_emb"](k, freqs, scale ** -1.)
+
+
+def conv_bf_rotate(x, angle, mult=lambda t, p: 1.0, rot=None):
+    """Per element (plain Python floats): interleaved pair p of x [B, H, T, dh] rotated by
+    angle(t, p), cos and sin times mult(t, p); dims rot.. unchanged."""
+    B, H, T, D = x.shape
+    rot = D if rot is None else rot
+    out = x.clone()
+    for b in range(B):
+        for h in range(H):
+            for t in range(T):
+                for p in range(rot // 2):
+                    phi, m = angle(t, p), mult(t, p)
+                    a, bb = x[b, h, t, 2 * p].item(), x[b, h, t, 2 * p + 1].item()
+                    out[b, h, t, 2 * p] = m * (a * math.cos(phi) - bb * math.sin(phi))
+                    out[b, h, t, 2 * p + 1] = m * (bb * math.cos(phi) + a * math.sin(phi))
+    return out
+
+
+def conv_close(name, got, want, tol):
+    err = ((got - want).abs() / (1 + want.abs())).max().item()
+    assert err <= tol, f"{name}: max rel error {err} > {tol}"
+
+
+def conv_raster(rows, cols):
+    r = torch.arange(rows * cols)
+    return torch.stack([r // cols, r % cols], dim=1)
+
+
+def conv_self_check():
+    """timm: the float64 tables against RotaryEmbeddingCat in float32; rows first with 'ij' and
+    columns first with 'xy' against a per-element rotation; autograd against a central
+    difference. x-transformers: inv_freq against its float32 buffer; the rotation against a
+    per-element one with c = floor(N/2); scores equal to those of c = ceil(N/2), rotated q not
+    (N odd); autograd against a central difference."""
+    ts, xs = conv_timm_ns(), conv_xt_ns()
+    g = torch.Generator().manual_seed(34)
+    rows, cols, dh, temp = 3, 5, 8, 10000.0
+    assert torch.allclose(conv_timm_bands(dh, temp), ts["freq_bands"](dh // 4, temp, step=1).double(),
+                          rtol=1e-6, atol=0)
+    ref = ts["RotaryEmbeddingCat"](dh, temperature=temp, in_pixels=False, feat_shape=[rows, cols]).get_embed()
+    # (computed in float32 by _get_pos_embed_values, copied into a buffer of the default dtype)
+    conv_close("timm embed vs RotaryEmbeddingCat (float32)", conv_timm_embed(ts, rows, cols, dh, temp),
+               ref.double(), 1e-6)
+    rc = conv_raster(rows, cols)
+    th = conv_timm_bands(dh, temp).tolist()
+    x = torch.randn(2, 2, rows * cols, dh, generator=g)
+    for gi, first in (("ij", 0), ("xy", 1)):  # 'ij': the row first (y-first); 'xy': the column (x-first)
+        emb = conv_timm_embed(ts, rows, cols, dh, temp, gi)
+
+        def angle(t, p):
+            a = rc[t, first].item() if p < dh // 4 else rc[t, 1 - first].item()
+            return a * th[p % (dh // 4)]
+        conv_close(f"timm {gi} vs per element", ts["apply_rot_embed_cat"](x, emb), conv_bf_rotate(x, angle), 1e-12)
+    # the keep-indices path on the raster grid is the plain one
+    t = {"q": x, "k": x[:, :, :4], "q_coords": rc, "k_coords": rc[[7, 0, 12, 3]],
+         "wq": torch.randn(x.shape, generator=g), "wk": torch.randn(2, 2, 4, dh, generator=g)}
+    qo, ko, _ = conv_timm_forward(ts, t, rows, cols, dh, temp)
+    emb = conv_timm_embed(ts, rows, cols, dh, temp)
+    conv_close("timm keep indices (q)", qo, ts["apply_rot_embed_cat"](x, emb), 0)
+    conv_close("timm keep indices (k)", ko, ts["apply_rot_embed_cat"](x[:, :, :4], emb[[7, 0, 12, 3]]), 0)
+
+    def timm_loss(q, k):
+        return conv_timm_forward(ts, {**t, "q": q, "k": k}, rows, cols, dh, temp)[2:]
+    qq, kk = x.clone().requires_grad_(), x[:, :, :4].clone().requires_grad_()
+    check_directional_fd(timm_loss, [x, x[:, :, :4]], torch.autograd.grad(timm_loss(qq, kk)[0], [qq, kk]), 1e-7, "timm")
+    # x-transformers
+    rot, base, gamma, n = 8, 10000.0, 4.0, 7
+    assert torch.allclose(conv_xt_rotary(xs, rot, base, gamma).inv_freq,
+                          xs["RotaryEmbedding"](rot, use_xpos=True, scale_base=gamma, base=base).inv_freq.double(),
+                          rtol=1e-6, atol=0)
+    c = dict(dh=16, fraction=0.5, q_start=0, tq=n, k_start=0, tk=n, base=base, xpos_scale_base=gamma)
+    q, k = torch.randn(2, 2, n, 16, generator=g), torch.randn(2, 2, n, 16, generator=g)
+    qo, ko = conv_xt_forward(xs, c, q, k)
+    zeta = [(2 * p + 0.4 * rot) / (1.4 * rot) for p in range(rot // 2)]
+    inv = [base ** (-2 * p / rot) for p in range(rot // 2)]
+
+    def ang(t, p):
+        return t * inv[p]
+    for centre, same in ((n // 2, True), ((n + 1) // 2, False)):
+        bq = conv_bf_rotate(q, ang, lambda t, p: zeta[p] ** ((t - centre) / gamma), rot)
+        bk = conv_bf_rotate(k, ang, lambda t, p: zeta[p] ** (-(t - centre) / gamma), rot)
+        if same:
+            conv_close("x-transformers xpos vs per element, floor(N/2)", qo, bq, 1e-12)
+            conv_close("x-transformers xpos vs per element, floor(N/2) (k)", ko, bk, 1e-12)
+        else:
+            assert (qo - bq).abs().max().item() > 1e-3, "floor and ceil give the same rotated q"
+            conv_close("scores: the centre cancels", qo @ ko.transpose(-1, -2), bq @ bk.transpose(-1, -2), 1e-12)
+    cd = dict(c, q_start=n - 1, tq=1)
+    qd, kd = conv_xt_forward(xs, cd, q[:, :, -1:], k)
+    conv_close("x-transformers decoding step", qd, qo[:, :, -1:], 1e-15)
+    conv_close("x-transformers decoding step (k)", kd, ko, 0)
+    wq, wk = torch.randn(q.shape, generator=g), torch.randn(k.shape, generator=g)
+
+    def xt_loss(q, k):
+        a, b = conv_xt_forward(xs, c, q, k)
+        return ((a * wq).sum() + (b * wk).sum(),)
+    qq, kk = q.clone().requires_grad_(), k.clone().requires_grad_()
+    check_directional_fd(xt_loss, [q, k], torch.autograd.grad(xt_loss(qq, kk)[0], [qq, kk]), 1e-7, "x-transformers")
+
+
+# (case, rows, cols, B, H, dh, base, TQ, TK (0: the raster grid, self-attention))
+CONV_TIMM_CASES = [
+    ("2d-rope-timm", 3, 4, 2, 2, 8, 10000.0, 0, 0),
+    ("2d-rope-timm-cross", 4, 5, 2, 3, 12, 100.0, 6, 9),
+]
+# (case, overrides of dh, q_start, tq, k_start, tk, base, xpos_scale_base); B = H = 2, fraction 0.5
+CONV_XT_CASES = [
+    ("xpos-xt-self", dict(dh=16, q_start=0, tq=7, k_start=0, tk=7, base=10000.0, xpos_scale_base=8.0)),
+    ("xpos-xt-decode", dict(dh=16, q_start=10, tq=1, k_start=0, tk=11, base=100.0, xpos_scale_base=4.0)),
+]
+
+
+def generate_conventions(out_dir):
+    """Self-checks, then writes the cases of issue #34's conventions (timm's axis order of 2-D
+    RoPE, x-transformers' xPos centre). Returns [(path, size)]."""
+    conv_self_check()
+    ts, xs = conv_timm_ns(), conv_xt_ns()
+    written = []
+    for i, (case, rows, cols, B, H, dh, base, TQ, TK) in enumerate(CONV_TIMM_CASES):
+        g = torch.Generator().manual_seed(3400 + i)
+        if TQ == 0:
+            qc = kc = conv_raster(rows, cols)
+        else:
+            qc = conv_raster(rows, cols)[torch.randperm(rows * cols, generator=g)[:TQ]]
+            kc = conv_raster(rows, cols)[torch.randperm(rows * cols, generator=g)[:TK]]
+        tq, tk = qc.shape[0], kc.shape[0]
+        t = {"q": torch.randn(B, H, tq, dh, generator=g), "k": torch.randn(B, H, tk, dh, generator=g),
+             "wq": torch.randn(B, H, tq, dh, generator=g), "wk": torch.randn(B, H, tk, dh, generator=g),
+             "q_coords": qc, "k_coords": kc}
+        q, k = t["q"].clone().requires_grad_(), t["k"].clone().requires_grad_()
+        qo, ko, loss = conv_timm_forward(ts, {**t, "q": q, "k": k}, rows, cols, dh, base)
+        gq, gk = torch.autograd.grad(loss, [q, k])
+        out = dict(t)
+        out.update({"q_out": qo.detach(), "k_out": ko.detach(), "grad/q": gq, "grad/k": gk})
+        meta = dict(case=case, pos="rope-2d", rope2d_axis_order="y-first", B=B, H=H, dh=dh, rows=rows, cols=cols,
+                    base=repr(base), reference="timm build_rotary_pos_embed + apply_rot_embed_cat")
+        written.append(write_case(os.path.join(out_dir, case + ".safetensors"), out, meta))
+    for i, (case, ov) in enumerate(CONV_XT_CASES):
+        c = dict(B=2, H=2, fraction=0.5, pairing="interleaved", xpos_centre="floor", **ov)
+        g = torch.Generator().manual_seed(4400 + i)
+        B, H, dh, tq, tk = c["B"], c["H"], c["dh"], c["tq"], c["tk"]
+        t = {"q": torch.randn(B, H, tq, dh, generator=g), "k": torch.randn(B, H, tk, dh, generator=g),
+             "wq": torch.randn(B, H, tq, dh, generator=g), "wk": torch.randn(B, H, tk, dh, generator=g)}
+        q, k = t["q"].clone().requires_grad_(), t["k"].clone().requires_grad_()
+        qo, ko = conv_xt_forward(xs, c, q, k)
+        gq, gk = torch.autograd.grad((qo * t["wq"]).sum() + (ko * t["wk"]).sum(), [q, k])
+        out = dict(t)
+        out.update({"q_out": qo.detach(), "k_out": ko.detach(), "grad/q": gq, "grad/k": gk})
+        meta = {kk: (repr(v) if isinstance(v, float) else v) for kk, v in c.items()}
+        meta.update(case=case, pos="xpos", reference="x-transformers RotaryEmbedding(use_xpos=True)")
+        written.append(write_case(os.path.join(out_dir, case + ".safetensors"), out, meta))
+    return written
+
+
+# ---------------------------------------------------------------------------------------
+# Issue #34, point 1: timm's antialiased resampling of the learned 2-D table, its class token
+# ---------------------------------------------------------------------------------------
+# From huggingface/pytorch-image-models at aa4b5850c1543fa488abf260f18390eda46cf85d:
+# timm/layers/pos_embed.py resample_abs_pos_embed (interpolation='bicubic', antialias=True by
+# default; the prefix rows, num_prefix_tokens of them, are split off and put back unchanged) and
+# timm/models/vision_transformer.py VisionTransformer._pos_embed (cls_token prepended; with
+# no_embed_class=False the table has a row for it: concatenate, then add; with True: add, then
+# concatenate; dynamic_img_size resamples the table to the input grid) and global_pool_nlc
+# ('token': x[:, 0]; 'avg': the mean over x[:, num_prefix_tokens:]). TIMMVIT_SOURCE is that
+# code verbatim, less the decorators (@torch.fx.wrap, @register_notrace_function); _pos_embed is
+# a method of the stub TimmViTStub below. resample_abs_pos_embed casts the table to float32
+# around F.interpolate; the golden vectors are computed by the same source with that one line
+# ("posemb = posemb.float()") removed, in float64, and the self-check compares the two at 1e-6.
+#
+# PyTorch's antialiased kernel (aten/src/ATen/native/cpu/UpSampleKernel.cpp,
+# HelperInterpBase::_compute_indices_min_size_weights_aa, torch 1.13): with s = in/out,
+# support = n*s when s >= 1 (downsizing), else n (n = 1 bilinear, 2 bicubic); centre =
+# s*(i + 0.5); taps xmin = max(int(centre - support + 0.5), 0) .. min(int(centre + support +
+# 0.5), in) - 1; weights filter((j - centre + 0.5) / max(s, 1)) renormalised to sum 1; filter the
+# triangle (bilinear) or Keys' cubic with a = -0.5 (bicubic; upsample_bicubic2d without
+# antialias uses -0.75 and clamps the taps instead). timmvit_aa_weights is that, per element;
+# the self-check compares it with F.interpolate(antialias=True) at 1e-12 over many sizes.
+#
+# Cases:
+#   2d-learned-{bicubic,bilinear}-aa-*  hook-level, the format of gen_golden_abs.py (x, coords, w,
+#       pos_emb_2d, out, aux/pe, grad/x, grad/pos_emb_2d; metadata resample = bicubic-aa, ...):
+#       the table resampled by F.interpolate(antialias=True) (posenc/golden2d_abs_test.go)
+#   vit-*  a tiny ViT (layers.ViT, layers/golden_vit_test.go): patches [B, T, P*P] (raster
+#       order, as images.Patches) -> patch_embed (Linear) -> timm's _pos_embed -> pre-LN blocks
+#       (this library's: gen_golden.py's attention without positions, bidirectional, GELU tanh,
+#       LN eps 1e-5; timm's blocks use erf GELU and eps 1e-6) -> ln_f -> global_pool_nlc
+#       ('token' or 'avg': ln_f before the mean, this library's order, not timm's fc_norm) ->
+#       head (Linear with bias) -> mean cross-entropy. Parameters in the Go layout and names:
+#       cls_token [1, d], pos_emb_2d [R*C, d], pos_emb_2d_cls [1, d] (timm's pos_embed row 0),
+#       pos_emb [max_len, d] (1-D: timm's pos_embed = its rows 0..T), cpe/w [k*k, d], cpe/b [d];
+#       every gradient (grad/<name>), logits, loss.
+
+TIMMVIT_SOURCE = r'''
+def resample_abs_pos_embed(
+        posemb: torch.Tensor,
+        new_size: List[int],
+        old_size: Optional[List[int]] = None,
+        num_prefix_tokens: int = 1,
+        interpolation: str = 'bicubic',
+        antialias: bool = True,
+        verbose: bool = False,
+):
+    # sort out sizes, assume square if old size not provided
+    num_pos_tokens = posemb.shape[1]
+    num_new_tokens = new_size[0] * new_size[1] + num_prefix_tokens
+    if num_new_tokens == num_pos_tokens and new_size[0] == new_size[1]:
+        return posemb
+
+    if old_size is None:
+        hw = int(math.sqrt(num_pos_tokens - num_prefix_tokens))
+        old_size = hw, hw
+
+    if num_prefix_tokens:
+        posemb_prefix, posemb = posemb[:, :num_prefix_tokens], posemb[:, num_prefix_tokens:]
+    else:
+        posemb_prefix, posemb = None, posemb
+
+    # do the interpolation
+    embed_dim = posemb.shape[-1]
+    orig_dtype = posemb.dtype
+    posemb = posemb.float()  # interpolate needs float32
+    posemb = posemb.reshape(1, old_size[0], old_size[1], -1).permute(0, 3, 1, 2)
+    posemb = F.interpolate(posemb, size=new_size, mode=interpolation, antialias=antialias)
+    posemb = posemb.permute(0, 2, 3, 1).reshape(1, -1, embed_dim)
+    posemb = posemb.to(orig_dtype)
+
+    # add back extra (class, etc) prefix tokens
+    if posemb_prefix is not None:
+        posemb = torch.cat([posemb_prefix, posemb], dim=1)
+
+    if not torch.jit.is_scripting() and verbose:
+        _logger.info(f'Resized position embedding: {old_size} to {new_size}.')
+
+    return posemb
+
+
+def global_pool_nlc(
+        x: torch.Tensor,
+        pool_type: str = 'token',
+        num_prefix_tokens: int = 1,
+        reduce_include_prefix: bool = False,
+):
+    if not pool_type:
+        return x
+
+    if pool_type == 'token':
+        x = x[:, 0]  # class token
+    else:
+        x = x if reduce_include_prefix else x[:, num_prefix_tokens:]
+        if pool_type == 'avg':
+            x = x.mean(dim=1)
+        elif pool_type == 'avgmax':
+            x = 0.5 * (x.amax(dim=1) + x.mean(dim=1))
+        elif pool_type == 'max':
+            x = x.amax(dim=1)
+        else:
+            assert not pool_type, f'Unknown pool type {pool_type}'
+
+    return x
+
+
+def _pos_embed(self, x: torch.Tensor) -> torch.Tensor:
+    """Apply positional embedding to input."""
+    to_cat = []
+    if self.cls_token is not None:
+        to_cat.append(self.cls_token.expand(x.shape[0], -1, -1))
+    if self.reg_token is not None:
+        to_cat.append(self.reg_token.expand(x.shape[0], -1, -1))
+
+    if self.pos_embed is None:
+        return torch.cat(to_cat + [x.view(x.shape[0], -1, x.shape[-1])], dim=1)
+
+    if self.dynamic_img_size:
+        B, H, W, C = x.shape
+        prev_grid_size = self.patch_embed.grid_size
+        pos_embed = resample_abs_pos_embed(
+            self.pos_embed,
+            new_size=(H, W),
+            old_size=prev_grid_size,
+            num_prefix_tokens=0 if self.no_embed_class else self.num_prefix_tokens,
+        )
+        x = x.view(B, -1, C)
+    else:
+        pos_embed = self.pos_embed
+
+    if self.no_embed_class:
+        # deit-3, updated JAX (big vision)
+        # position embedding does not overlap with class token, add then concat
+        x = x + pos_embed
+        if to_cat:
+            x = torch.cat(to_cat + [x], dim=1)
+    else:
+        # original timm, JAX, and deit vit impl
+        # pos_embed has entry for class token, concat then add
+        if to_cat:
+            x = torch.cat(to_cat + [x], dim=1)
+        x = x + pos_embed
+
+    return self.pos_drop(x)
+'''
+
+
+def timmvit_ns(float64):
+    """The namespace of TIMMVIT_SOURCE; with float64, resample_abs_pos_embed without its cast to
+    float32 (the one line removed)."""
+    from typing import List, Optional
+    src = TIMMVIT_SOURCE
+    if float64:
+        line = "    posemb = posemb.float()  # interpolate needs float32\n"
+        assert src.count(line) == 1
+        src = src.replace(line, "")
+    ns = dict(torch=torch, F=torch.nn.functional, math=math, List=List, Optional=Optional,
+              _logger=None)
+    exec(compile(src, "timm (pos_embed.py, vision_transformer.py)", "exec"), ns)
+    return ns
+
+
+class TimmViTStub:
+    """The attributes of timm's VisionTransformer that _pos_embed reads."""
+
+    class _PatchEmbed:
+        def __init__(self, grid_size):
+            self.grid_size = grid_size
+
+    def __init__(self, cls_token, pos_embed, grid_size, no_embed_class, dynamic_img_size):
+        self.cls_token = cls_token
+        self.reg_token = None
+        self.pos_embed = pos_embed
+        self.patch_embed = TimmViTStub._PatchEmbed(grid_size)
+        self.no_embed_class = no_embed_class
+        self.dynamic_img_size = dynamic_img_size
+        self.num_prefix_tokens = 1 if cls_token is not None else 0
+        self.pos_drop = lambda x: x  # nn.Dropout(p=0.) at evaluation
+
+
+def timmvit_filter(mode, x):
+    x = abs(x)
+    if mode == "bilinear":
+        return 1.0 - x if x < 1.0 else 0.0
+    a = -0.5
+    if x < 1.0:
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+    if x < 2.0:
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return 0.0
+
+
+def timmvit_aa_weights(mode, n_in, n_out):
+    """Per element [n_out][n_in]: PyTorch's antialiased 1-D weights (align_corners=False, no
+    scale factor), as _compute_indices_min_size_weights_aa."""
+    n = 1 if mode == "bilinear" else 2
+    scale = n_in / n_out
+    support = n * scale if scale >= 1.0 else float(n)
+    invscale = 1.0 / scale if scale >= 1.0 else 1.0
+    W = [[0.0] * n_in for _ in range(n_out)]
+    for i in range(n_out):
+        centre = scale * (i + 0.5)
+        xmin = max(int(centre - support + 0.5), 0)
+        xmax = min(int(centre + support + 0.5), n_in)
+        ws = [timmvit_filter(mode, (j - centre + 0.5) * invscale) for j in range(xmin, xmax)]
+        total = sum(ws)
+        for j, w in zip(range(xmin, xmax), ws):
+            W[i][j] = w / total if total != 0.0 else w
+    return W
+
+
+def timmvit_bf_resample(table, R, C, rows, cols, mode):
+    """Per element: the table [R*C, d] resampled with the antialiased weights, [rows*cols, d]."""
+    Wr, Wc = timmvit_aa_weights(mode, R, rows), timmvit_aa_weights(mode, C, cols)
+    d = table.shape[1]
+    tab = table.tolist()
+    out = [[0.0] * d for _ in range(rows * cols)]
+    for i in range(rows):
+        for j in range(cols):
+            for a in range(R):
+                for b in range(C):
+                    w = Wr[i][a] * Wc[j][b]
+                    if w != 0.0:
+                        for k in range(d):
+                            out[i * cols + j][k] += w * tab[a * C + b][k]
+    return torch.tensor(out)
+
+
+def timmvit_resample(ns, table, R, C, rows, cols, mode, prefix=None):
+    """timm's resample_abs_pos_embed of the table [R*C, d] (and prefix rows [P, d]) to
+    rows x cols: [P + rows*cols, d]."""
+    posemb = table[None] if prefix is None else torch.cat([prefix, table])[None]
+    npt = 0 if prefix is None else prefix.shape[0]
+    return ns["resample_abs_pos_embed"](posemb, new_size=[rows, cols], old_size=[R, C],
+                                        num_prefix_tokens=npt, interpolation=mode, antialias=True)[0]
+
+
+# (case, table R, C, grid rows, cols, mode (bicubic or bilinear), d, B, shuffled coords (count or 0))
+TIMMVIT_RESAMPLE_CASES = [
+    ("learned-bicubic-aa-up", 4, 4, 7, 7, "bicubic", 5, 2, 0),
+    ("learned-bicubic-aa-down", 4, 4, 3, 3, "bicubic", 5, 2, 0),
+    ("learned-bicubic-aa-down2", 7, 6, 3, 2, "bicubic", 4, 2, 0),
+    ("learned-bicubic-aa-mixed", 5, 3, 2, 7, "bicubic", 4, 2, 9),
+    ("learned-bilinear-aa-down", 6, 5, 4, 3, "bilinear", 4, 2, 0),
+    ("learned-bilinear-aa-up", 3, 4, 5, 7, "bilinear", 4, 2, 0),
+]
+
+TIMMVIT_BASE = dict(d=8, heads=2, layers=2, ff=12, patch=2, classes=3, B=2)
+# (case, pos, pool ('token' or 'avg'), no_embed_class, table R, C, grid rows, cols, extra)
+TIMMVIT_CASES = [
+    ("vit-cls-learned2d-embed", "learned-2d", "token", False, 3, 3, 3, 3, {}),
+    ("vit-cls-learned2d-noembed", "learned-2d", "token", True, 3, 3, 3, 3, {}),
+    ("vit-cls-learned2d-embed-aa", "learned-2d", "token", False, 4, 4, 3, 3, {}),
+    ("vit-cls-learned2d-noembed-aa", "learned-2d", "token", True, 3, 3, 4, 5, {}),
+    ("vit-mean-learned2d-aa", "learned-2d", "avg", True, 3, 3, 2, 4, {}),
+    ("vit-cls-learned-line", "learned", "token", False, 0, 0, 3, 3, {"max_len": 16}),
+    ("vit-cls-sinusoidal2d", "sinusoidal-2d", "token", False, 3, 3, 3, 3, {"scale": 0.5}),
+    ("vit-cls-cpe", "cpe", "token", True, 3, 3, 3, 3, {"kernel": 3}),
+    ("vit-cls-none", "none", "token", False, 3, 3, 2, 3, {}),
+]
+
+
+def timmvit_sincos(rows, cols, d):
+    """MAE's 2-D sin-cos table [rows*cols, d] (the column first; gen_golden_abs.sincos_2d)."""
+    q = d // 4
+    omega = 1.0 / 10000 ** (torch.arange(q, dtype=torch.float64) / q)
+    idx = torch.arange(rows * cols)
+    r = (idx // cols).to(torch.float64)[:, None] * omega
+    c = (idx % cols).to(torch.float64)[:, None] * omega
+    return torch.cat([torch.sin(c), torch.cos(c), torch.sin(r), torch.cos(r)], dim=1)
+
+
+def timmvit_params(c, g):
+    """Parameters (Go names and layout) of case c, random, and the names that are learnable."""
+    d, ff, pd, k = c["d"], c["ff"], c["patch"] ** 2, c["classes"]
+    P = {"patch_embed/w": torch.randn(pd, d, generator=g) * STD_WEIGHT,
+         "patch_embed/b": torch.randn(d, generator=g) * STD_BIAS}
+    if c["pool"] == "token":
+        P["cls_token"] = torch.randn(1, d, generator=g) * STD_TABLE
+    if c["pos"] == "learned-2d":
+        P["pos_emb_2d"] = torch.randn(c["R"] * c["C"], d, generator=g) * STD_TABLE
+        if c["pool"] == "token" and not c["no_embed_class"]:
+            P["pos_emb_2d_cls"] = torch.randn(1, d, generator=g) * STD_TABLE
+    if c["pos"] == "learned":
+        P["pos_emb"] = torch.randn(c["max_len"], d, generator=g) * STD_TABLE
+    if c["pos"] == "cpe":
+        kk = c["kernel"]
+        P["cpe/w"] = torch.randn(kk * kk, d, generator=g) * STD_WEIGHT
+        P["cpe/b"] = torch.randn(d, generator=g) * STD_BIAS
+    for i in range(c["layers"]):
+        b = f"block{i}"
+        P[f"{b}/ln1/gamma"] = 1.0 + torch.randn(d, generator=g) * STD_BIAS
+        P[f"{b}/ln1/beta"] = torch.randn(d, generator=g) * STD_BIAS
+        for n in "qkvo":
+            P[f"{b}/attn/w{n}"] = torch.randn(d, d, generator=g) * STD_WEIGHT
+            P[f"{b}/attn/b{n}"] = torch.randn(d, generator=g) * STD_BIAS
+        P[f"{b}/ln2/gamma"] = 1.0 + torch.randn(d, generator=g) * STD_BIAS
+        P[f"{b}/ln2/beta"] = torch.randn(d, generator=g) * STD_BIAS
+        P[f"{b}/ffn/w1"] = torch.randn(d, ff, generator=g) * STD_WEIGHT
+        P[f"{b}/ffn/b1"] = torch.randn(ff, generator=g) * STD_BIAS
+        P[f"{b}/ffn/w2"] = torch.randn(ff, d, generator=g) * STD_WEIGHT
+        P[f"{b}/ffn/b2"] = torch.randn(d, generator=g) * STD_BIAS
+    P["ln_f/gamma"] = 1.0 + torch.randn(d, generator=g) * STD_BIAS
+    P["ln_f/beta"] = torch.randn(d, generator=g) * STD_BIAS
+    P["head/w"] = torch.randn(d, k, generator=g) * STD_WEIGHT
+    P["head/b"] = torch.randn(k, generator=g) * STD_BIAS
+    return P
+
+
+def timmvit_pos_embed(c, P):
+    """timm's pos_embed [1, embed_len, d] of case c from the Go parameters (None: no table)."""
+    cls_row = c["pool"] == "token" and not c["no_embed_class"]
+    if c["pos"] == "learned-2d":
+        rows = [P["pos_emb_2d_cls"], P["pos_emb_2d"]] if cls_row else [P["pos_emb_2d"]]
+        return torch.cat(rows)[None]
+    if c["pos"] == "learned":  # the 1-D table over [cls, patches]: its rows 0..T
+        n = c["rows"] * c["cols"] + (1 if cls_row else 0)
+        return P["pos_emb"][:n][None]
+    if c["pos"] == "sinusoidal-2d":  # MAE's get_2d_sincos_pos_embed(cls_token=True): a zero row first
+        pe = c["scale"] * timmvit_sincos(c["R"], c["C"], c["d"])
+        return (torch.cat([torch.zeros(1, c["d"]), pe]) if cls_row else pe)[None]
+    return None
+
+
+def timmvit_peg(x, rows, cols, w, b):
+    """CPVT's PEG (Chu et al., Algorithm 1) with the class token: cls_token, feat_token = x[:, 0],
+    x[:, 1:]; the depthwise conv of the patch grid plus itself; cls_token put back first. w, b in
+    the Go layout (cpe/w [k*k, d], cpe/b [d])."""
+    B, N, C = x.shape
+    k = int(round(math.sqrt(w.shape[0])))
+    weight = w.t().reshape(C, 1, k, k)
+    cls_token, feat_token = x[:, 0], x[:, 1:]
+    cnn_feat = feat_token.transpose(1, 2).reshape(B, C, rows, cols)
+    x = F.conv2d(cnn_feat, weight, b, stride=1, padding=k // 2, groups=C) + cnn_feat
+    x = x.flatten(2).transpose(1, 2)
+    return torch.cat((cls_token.unsqueeze(1), x), dim=1)
+
+
+def timmvit_forward(ns, c, P, patches, labels):
+    """logits [B, classes] and the mean cross-entropy of case c (see the section's comment)."""
+    B, T, _ = patches.shape
+    rows, cols, d = c["rows"], c["cols"], c["d"]
+    x = patches @ P["patch_embed/w"] + P["patch_embed/b"]  # [B, T, d]
+    cls = P["cls_token"].reshape(1, 1, d) if c["pool"] == "token" else None
+    pe = timmvit_pos_embed(c, P)
+    dynamic = c["pos"] in ("learned-2d", "sinusoidal-2d") and (rows, cols) != (c["R"], c["C"])
+    stub = TimmViTStub(cls, pe, (c["R"], c["C"]), c["no_embed_class"], dynamic)
+    if dynamic:
+        x = x.reshape(B, rows, cols, d)  # the NHWC patch grid of dynamic_img_size
+    x = ns["_pos_embed"](stub, x)  # [B, prefix + T, d]
+    enc = NoneEnc(dict(d=d, heads=c["heads"]))
+    n = x.shape[1]
+    pos = torch.arange(n)
+    for i in range(c["layers"]):
+        b = f"block{i}"
+        h = layer_norm(x, P[f"{b}/ln1/gamma"], P[f"{b}/ln1/beta"])
+        a, _ = attention(enc, P, i, h, h, pos, pos, False)
+        x = x + a
+        h = layer_norm(x, P[f"{b}/ln2/gamma"], P[f"{b}/ln2/beta"])
+        x = x + gelu_tanh(h @ P[f"{b}/ffn/w1"] + P[f"{b}/ffn/b1"]) @ P[f"{b}/ffn/w2"] + P[f"{b}/ffn/b2"]
+        if c["pos"] == "cpe" and i == 0:  # CPE after block 1
+            x = timmvit_peg(x, rows, cols, P["cpe/w"], P["cpe/b"])
+    x = layer_norm(x, P["ln_f/gamma"], P["ln_f/beta"])
+    y = ns["global_pool_nlc"](x, pool_type=c["pool"], num_prefix_tokens=stub.num_prefix_tokens)
+    logits = y @ P["head/w"] + P["head/b"]
+    loss = -torch.log_softmax(logits, dim=-1)[torch.arange(B), labels].mean()
+    return logits, loss
+
+
+def timmvit_self_check():
+    """The antialiased weights per element against F.interpolate(antialias=True); timm's
+    resample_abs_pos_embed (float32 and the float64 variant) against them, with and without a
+    prefix row; timm's _pos_embed against a by-hand concatenation for both no_embed_class values;
+    the PEG with a class token against gen_golden_cpe's peg on the patch rows; autograd of a ViT
+    case against a central difference."""
+    ns32, ns64 = timmvit_ns(False), timmvit_ns(True)
+    g = torch.Generator().manual_seed(3434)
+    for mode in ("bicubic", "bilinear"):
+        for n_in in range(1, 9):
+            for n_out in range(1, 16):
+                x = torch.randn(1, 2, n_in, 3, generator=g)
+                got = F.interpolate(x, size=(n_out, 3), mode=mode, antialias=True, align_corners=False)
+                W = torch.tensor(timmvit_aa_weights(mode, n_in, n_out))
+                want = torch.einsum("ia,cab->cib", W, x[0])[None]
+                err = (got - want).abs().max().item()
+                assert err < 1e-12, (mode, n_in, n_out, err)
+    # upsizing with antialias differs from the plain kernel (a = -0.5, renormalised borders)
+    x = torch.randn(1, 1, 4, 4, generator=g)
+    plain = F.interpolate(x, size=(7, 7), mode="bicubic", antialias=False, align_corners=False)
+    aa = F.interpolate(x, size=(7, 7), mode="bicubic", antialias=True, align_corners=False)
+    assert (plain - aa).abs().max().item() > 1e-3
+    for case, R, C, rows, cols, mode, d, _, _ in TIMMVIT_RESAMPLE_CASES:
+        table = torch.randn(R * C, d, generator=g)
+        prefix = torch.randn(1, d, generator=g)
+        want = timmvit_bf_resample(table, R, C, rows, cols, mode)
+        got = timmvit_resample(ns64, table, R, C, rows, cols, mode)
+        assert (got - want).abs().max().item() < 1e-12, case
+        got = timmvit_resample(ns64, table, R, C, rows, cols, mode, prefix)
+        assert torch.equal(got[:1], prefix) and (got[1:] - want).abs().max().item() < 1e-12, case
+        got32 = timmvit_resample(ns32, table, R, C, rows, cols, mode, prefix)
+        assert got32.dtype == torch.float64 and (got32[1:] - want).abs().max().item() < 1e-6, case
+    # _pos_embed: both no_embed_class values, by hand
+    cls, x, pe = torch.randn(1, 1, 4, generator=g), torch.randn(2, 6, 4, generator=g), torch.randn(1, 7, 4, generator=g)
+    got = ns64["_pos_embed"](TimmViTStub(cls, pe, (2, 3), False, False), x)
+    assert torch.equal(got, torch.cat([cls.expand(2, -1, -1), x], 1) + pe)
+    got = ns64["_pos_embed"](TimmViTStub(cls, pe[:, 1:], (2, 3), True, False), x)
+    assert torch.equal(got, torch.cat([cls.expand(2, -1, -1), x + pe[:, 1:]], 1))
+    # the PEG leaves the class token alone and convolves the patches as gen_golden_cpe's peg
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import gen_golden_cpe
+    xs = torch.randn(2, 1 + 12, 4, generator=g)
+    w, b = torch.randn(9, 4, generator=g), torch.randn(4, generator=g)
+    got = timmvit_peg(xs, 3, 4, w, b)
+    coords = torch.stack([torch.arange(12) // 4, torch.arange(12) % 4], dim=1)
+    want = gen_golden_cpe.peg(xs[:, 1:], coords, 3, 4, w.t().reshape(4, 1, 3, 3), b)
+    assert torch.equal(got[:, 0], xs[:, 0]) and (got[:, 1:] - want).abs().max().item() < 1e-12
+    # autograd against a central difference, one case of each path
+    for case in ("vit-cls-learned2d-embed-aa", "vit-cls-cpe", "vit-cls-learned-line"):
+        c, P, patches, labels = timmvit_case(case)
+        names = sorted(P)
+
+        def loss_of(*vals):
+            return (timmvit_forward(ns64, c, dict(zip(names, vals)), patches, labels)[1],)
+        req = [P[n].clone().requires_grad_(True) for n in names]
+        grads = torch.autograd.grad(loss_of(*req)[0], req)
+        check_directional_fd(loss_of, [P[n] for n in names], grads, 1e-6, case)
+
+
+def timmvit_case(name):
+    """The configuration, parameters, patches and labels of ViT case name (seeded)."""
+    i, (case, pos, pool, noemb, R, C, rows, cols, extra) = next(
+        (i, t) for i, t in enumerate(TIMMVIT_CASES) if t[0] == name)
+    c = dict(TIMMVIT_BASE, case=case, pos=pos, pool=pool, no_embed_class=noemb, R=R, C=C, rows=rows,
+             cols=cols, **extra)
+    g = torch.Generator().manual_seed(3500 + i)
+    P = timmvit_params(c, g)
+    patches = torch.randn(c["B"], rows * cols, c["patch"] ** 2, generator=g)
+    labels = torch.randint(0, c["classes"], (c["B"],), generator=g)
+    return c, P, patches, labels
+
+
+def generate_timm_vit(out_dir):
+    """Self-checks, then writes the cases of issue #34 point 1 (timm's antialiased resampling, the
+    class token). Returns [(path, size)]."""
+    timmvit_self_check()
+    ns = timmvit_ns(True)
+    written = []
+    for i, (case, R, C, rows, cols, mode, d, B, shuffled) in enumerate(TIMMVIT_RESAMPLE_CASES):
+        g = torch.Generator().manual_seed(3400 + 50 + i)
+        cells = torch.arange(rows * cols)
+        if shuffled:
+            cells = torch.randperm(rows * cols, generator=g)[:shuffled]
+        coords = torch.stack([cells // cols, cells % cols], dim=1).to(torch.int64)
+        T = coords.shape[0]
+        x, w = torch.randn(B, T, d, generator=g), torch.randn(B, T, d, generator=g)
+        table = torch.randn(R * C, d, generator=g)
+
+        def loss_of(xx, tab):
+            pe = timmvit_resample(ns, tab, R, C, rows, cols, mode)
+            out = xx + pe[coords[:, 0] * cols + coords[:, 1]]
+            return (out * w).sum(), out, pe
+        xr, tr = x.clone().requires_grad_(True), table.clone().requires_grad_(True)
+        loss, out, pe = loss_of(xr, tr)
+        gx, gt = torch.autograd.grad(loss, [xr, tr])
+        check_directional_fd(loss_of, [x, table], [gx, gt], 1e-6, case)
+        tensors = {"x": x, "w": w, "pos_emb_2d": table, "coords": coords, "out": out.detach(),
+                   "aux/pe": pe.detach(), "grad/x": gx, "grad/pos_emb_2d": gt}
+        meta = {"case": "2d-" + case, "pos": "learned-2d", "B": B, "T": T, "d": d, "rows": rows, "cols": cols,
+                "table_rows": R, "table_cols": C, "resample": mode + "-aa",
+                "reference": "timm resample_abs_pos_embed (antialias=True) in float64"}
+        written.append(write_case(os.path.join(out_dir, f"2d-{case}.safetensors"), tensors, meta))
+    for case, *_ in TIMMVIT_CASES:
+        c, P, patches, labels = timmvit_case(case)
+        names = sorted(P)
+        req = {n: P[n].clone().requires_grad_(True) for n in names}
+        logits, loss = timmvit_forward(ns, c, req, patches, labels)
+        grads = torch.autograd.grad(loss, [req[n] for n in names])
+        tensors = {"patches": patches, "labels": labels.to(torch.int64), "logits": logits.detach(),
+                   "loss": loss.detach().reshape(1)}
+        for n, gr in zip(names, grads):
+            tensors[n] = P[n]
+            tensors["grad/" + n] = gr
+        meta = {k: (repr(v) if isinstance(v, float) else v) for k, v in c.items()}
+        cls = c["pool"] == "token"
+        meta.update(vit_pool="cls" if cls else "mean",
+                    vit_cls_pos=("without" if c["no_embed_class"] else "with") if cls else "",
+                    reference="timm VisionTransformer._pos_embed, global_pool_nlc, resample_abs_pos_embed")
+        written.append(write_case(os.path.join(out_dir, case + ".safetensors"), tensors, meta))
+    return written
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
@@ -1192,6 +2409,14 @@ def main():
         for path, size in importlib.import_module(mod).generate(args.out):
             total += size
             print(f"{os.path.basename(path):30s} {size / 1024:7.1f} KiB", flush=True)
+    # Issue #34: timm's axis order of 2-D RoPE and x-transformers' xPos centre (posenc options).
+    for path, size in generate_conventions(args.out):
+        total += size
+        print(f"{os.path.basename(path):30s} {size / 1024:7.1f} KiB", flush=True)
+    # Issue #34, point 1: timm's antialiased resampling and class token (learned-2d, layers.ViT).
+    for path, size in generate_timm_vit(args.out):
+        total += size
+        print(f"{os.path.basename(path):30s} {size / 1024:7.1f} KiB", flush=True)
     print(f"total {total / 1024:.0f} KiB in {args.out}, {time.time() - t0:.1f}s")
 
 
