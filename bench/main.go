@@ -21,6 +21,7 @@
 //	go run -tags purego ./bench    # pure-Go BLAS
 //	go run ./bench -eval           # evaluation at 8L: forward ms/token and peak RSS, Go vs PyTorch
 //	go run ./bench -cost -preset quick  # time and memory over T at batch 1, fwd and train (bench/README.md)
+//	go run ./bench -roofline -md   # calibrated GEMM peak, memory bandwidth, roofline of every kernel (roofline.go)
 //
 // The PyTorch side is bench/torch_bench.py run by Debian's /usr/bin/python3
 // (python3-torch 1.13); -python names another interpreter, -go-only skips it.
@@ -68,6 +69,7 @@ type options struct {
 	costOpts              costOptions
 	decode                bool
 	decodeCtx             []int
+	roof                  rooflineOptions
 }
 
 // sample is the timed steps of one side, encoding and thread count.
@@ -116,6 +118,9 @@ func mainStatus(args []string, stdout, stderr io.Writer) int {
 		run = func(o options, w io.Writer) error {
 			return evalChild(w, o.shape, o.pos[0], o.threads, o.warmup, o.steps)
 		}
+	case o.roof.on:
+		o.roof.progress = stderr
+		run = runRoofline
 	case o.cost:
 		run = runCost
 	case o.decode:
@@ -169,6 +174,7 @@ func parseFlags(args []string) (options, error) {
 	var decodeCtx string
 	fs.BoolVar(&o.decode, "decode", false, "benchmark decoding one token per step with a key/value cache at batch 1, Go (layers.Decoder) vs PyTorch (its own cache loop): ms/token per context (default -pos "+strings.Join(decodeEncodings, ",")+", -threads 2, -pythreads 2+1)")
 	fs.StringVar(&decodeCtx, "decode-ctx", decodeContexts, "-decode: contexts (windows, the cache full), comma-separated")
+	bindRooflineFlags(fs, &o.roof)
 	if slices.Contains(args, "-cost") || slices.Contains(args, "--cost") || slices.Contains(args, "-cost=true") {
 		args = costArgs(args)
 	}
@@ -212,6 +218,9 @@ func parseFlags(args []string) (options, error) {
 			return o, err
 		}
 		modeDefaults(explicit, cf.Explicit("pos"), &threads, &pyth, &pos, decodeEncodings)
+	}
+	if err := o.rooflineFlags(explicit, cf.Explicit("pos"), &pos); err != nil {
+		return o, err
 	}
 	if co.childMode != "fwd" && co.childMode != "train" {
 		return o, fmt.Errorf("bench: -child-mode %q, want fwd or train", co.childMode)
