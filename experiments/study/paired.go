@@ -198,7 +198,7 @@ func ContrastSection(heading, intro string, cs []Contrast, t *ScoreTable, unit, 
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n## %s\n\n%s Each is A − B in %s, paired on the seeds (mean [95%% t interval] of the per-seed differences) and, where both keep every %s's score with the same %s, on the seeds and %s (two-level bootstrap, %d replications; — otherwise). A difference whose interval over seeds contains zero is not resolved.\n\n",
 		heading, intro, unit, strings.TrimSuffix(item, "s"), item, item, BootstrapReps)
-	fmt.Fprintf(&b, "| claim | A | B | A − B, over seeds | over seeds and %s | reading |\n|---|---|---|---:|---:|---|\n", item)
+	fmt.Fprintf(&b, "| claim tested | A | B | A − B, over seeds | over seeds and %s | reading |\n|---|---|---|---:|---:|---|\n", item)
 	f := func(x float64) string { return fmt.Sprintf("%+"+format[1:], x) }
 	for _, c := range cs {
 		a, bb := c.A+" at "+c.CondA, c.B+" at "+c.CondB
