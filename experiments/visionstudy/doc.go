@@ -21,7 +21,16 @@
 // 28×28 images) and the test conditions (Resolution): the test images as
 // they are, centred on a 56×56 canvas (the digit keeps its size, the grid
 // grows to 14×14) and upscaled 2× (the digit grows with the grid). Preset
-// returns "quick" (one seed) and "full" (three seeds).
+// returns "quick" (one seed), "full" (three seeds) and "fashion" (the full
+// preset on Fashion-MNIST).
+//
+// Plan.Dataset chooses the data: MNIST (the default, "") or "fashion",
+// Fashion-MNIST from Debian's dataset-fashion-mnist
+// (images.LoadFashionMNIST; a missing installation is an error naming the
+// package and scripts/install-data.sh). WithDataset sets it and names the
+// plan after it ("quick-fashion"). Each row records the dataset (Row.Dataset,
+// "" for MNIST) and the four files read with their SHA-256
+// (Row.DataFiles, in results.json).
 //
 // A learned 2-D table cannot serve a larger grid as it is: its row is n/a
 // with the encoding's error as the note, and a second row evaluates it with

