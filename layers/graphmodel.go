@@ -29,6 +29,11 @@ type GraphConfig struct {
 	// PerNode classifies every node (logits [B*N, Classes]); otherwise
 	// each graph (logits [B, Classes]).
 	PerNode bool
+	// Regression makes the head's Classes outputs real-valued predictions
+	// (Classes >= 1; 1 for one target per graph, such as a molecule's
+	// property) instead of logits; the model is the same, the loss is the
+	// caller's.
+	Regression bool
 	// LapK > 0 adds the Laplacian positional input of K eigenvectors per
 	// node (posenc.LaplacianInput, parameters lap_proj/w and lap_proj/b).
 	LapK int
@@ -61,7 +66,9 @@ func (c GraphConfig) Validate() error {
 		return errors.New("graph transformer: the encoder must not be causal")
 	case c.Features <= 0:
 		return errors.Errorf("graph transformer: %d features per node, must be positive", c.Features)
-	case c.Classes < 2:
+	case c.Regression && c.Classes < 1:
+		return errors.Errorf("graph transformer: %d regression outputs, need at least 1", c.Classes)
+	case !c.Regression && c.Classes < 2:
 		return errors.Errorf("graph transformer: %d classes, need at least 2", c.Classes)
 	case c.LapK < 0:
 		return errors.Errorf("graph transformer: Laplacian size %d is negative", c.LapK)
@@ -81,6 +88,9 @@ func (c GraphConfig) String() string {
 	head := "per-graph"
 	if c.PerNode {
 		head = "per-node"
+	}
+	if c.Regression {
+		head += " regression"
 	}
 	return fmt.Sprintf("graph-transformer pos=%s lap=%d virtual=%v d=%d heads=%d layers=%d ffn=%d features=%d classes=%d %s",
 		pos, c.LapK, c.VirtualNode, e.DModel, e.Heads, e.Layers, e.FFN, c.Features, c.Classes, head)
@@ -218,6 +228,19 @@ func (m *GraphTransformer) MaskValue(valid [][]bool) (*tensor.Dense, error) {
 // is 64"), positions that do not fit N nodes or that the encoding cannot
 // serve, or a missing or unexpected lapPE.
 func (m *GraphTransformer) Fwd(x *G.Node, pos *posenc.Positions, mask, lapPE *G.Node) (*G.Node, error) {
+	return m.FwdPairMask(x, pos, mask, nil, lapPE)
+}
+
+// FwdPairMask is Fwd with a pairwise attention mask: pairMask is nil (as
+// Fwd) or a float node [B, N, N] (1: query node i may attend to key node
+// j, 0: blocked, as -inf added to the score), multiplied with the key mask
+// of mask. Graphormer's collator masks unreachable pairs (nodes of
+// different components) this way; rows of padding queries should allow
+// the real keys (as Graphormer's do), so that no real row is empty. With
+// VirtualNode the graph token attends to and is attended by every node.
+// The streaming attention (Encoder.Stream) takes no pairwise mask: an
+// error.
+func (m *GraphTransformer) FwdPairMask(x *G.Node, pos *posenc.Positions, mask, pairMask, lapPE *G.Node) (*G.Node, error) {
 	const name = "graph transformer"
 	sh := x.Shape()
 	if sh.Dims() != 3 || sh[2] != m.Cfg.Features {
@@ -241,6 +264,14 @@ func (m *GraphTransformer) Fwd(x *G.Node, pos *posenc.Positions, mask, lapPE *G.
 	if mask != nil {
 		if ms := mask.Shape(); ms.Dims() != 2 || ms[0] != b || ms[1] != n {
 			return nil, errors.Errorf("%s: mask has shape %v, want [%d, %d]", name, ms, b, n)
+		}
+	}
+	if pairMask != nil {
+		if ms := pairMask.Shape(); ms.Dims() != 3 || ms[0] != b || ms[1] != n || ms[2] != n {
+			return nil, errors.Errorf("%s: pairwise mask has shape %v, want [%d, %d, %d]", name, ms, b, n, n)
+		}
+		if m.Cfg.Encoder.Stream {
+			return nil, errors.Errorf("%s: the streaming attention takes no pairwise mask", name)
 		}
 	}
 	switch {
@@ -292,6 +323,25 @@ func (m *GraphTransformer) Fwd(x *G.Node, pos *posenc.Positions, mask, lapPE *G.
 	if keyMask != nil {
 		if attnMask, err = graph.Reshape(keyMask, b, 1, 1, t); err != nil { // [B, 1, 1, T]
 			return nil, err
+		}
+	}
+	if pairMask != nil {
+		pm := pairMask
+		if m.Cfg.VirtualNode { // the graph token's row and column attend everywhere
+			if pm, err = graph.Concat(2, m.constFloats("virtual_pair_col", tensor.Shape{b, n, 1}, 1), pm); err != nil { // [B, N, T]
+				return nil, errors.Wrap(err, name+": pairwise mask")
+			}
+			if pm, err = graph.Concat(1, m.constFloats("virtual_pair_row", tensor.Shape{b, 1, t}, 1), pm); err != nil { // [B, T, T]
+				return nil, errors.Wrap(err, name+": pairwise mask")
+			}
+		}
+		if pm, err = graph.Reshape(pm, b, 1, t, t); err != nil { // [B, 1, T, T]
+			return nil, err
+		}
+		if attnMask == nil {
+			attnMask = pm
+		} else if attnMask, err = graph.BroadcastMul(pm, attnMask); err != nil { // [B, 1, T, T]
+			return nil, errors.Wrap(err, name+": pairwise mask")
 		}
 	}
 	flat, err := encode(m.g, m.p, m.Cfg.Encoder, m.Pos, m.Blocks, m.LNF, h, sp, attnMask) // [B*T, d]

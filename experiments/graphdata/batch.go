@@ -1,6 +1,7 @@
 package graphdata
 
 import (
+	"math"
 	"math/rand/v2"
 	"strings"
 
@@ -64,6 +65,9 @@ type Batch struct {
 	// per-graph task.
 	Labels  []int
 	PerNode bool
+	// Targets [B] are the graphs' Example.Target of a regression data
+	// set (Dataset.Regression; Labels is then nil), else nil.
+	Targets []float64
 }
 
 // NewBatch pads the examples idx of ds into a Batch. It returns an error
@@ -99,7 +103,15 @@ func NewBatch(ds *Dataset, idx []int, o BatchOptions) (*Batch, error) {
 		}
 		gn := ex.Graph.N
 		nl := 1
-		if ds.PerNode {
+		switch {
+		case ds.Regression && ds.PerNode:
+			return nil, errors.New("graphdata: batch: a regression data set must be per graph")
+		case ds.Regression:
+			nl = 0
+			if math.IsNaN(ex.Target) || math.IsInf(ex.Target, 0) {
+				return nil, errors.Errorf("graphdata: batch: example %d (%s) has target %v, not a finite number", i, ex.ID, ex.Target)
+			}
+		case ds.PerNode:
 			nl = gn
 		}
 		if len(ex.Features) != gn*f || len(ex.Labels) != nl {
@@ -121,12 +133,15 @@ func NewBatch(ds *Dataset, idx []int, o BatchOptions) (*Batch, error) {
 	if o.LapK > 0 {
 		bt.LapPE = make([]float32, bs*n*o.LapK)
 	}
-	if ds.PerNode {
+	switch {
+	case ds.Regression:
+		bt.Targets = make([]float64, bs)
+	case ds.PerNode:
 		bt.Labels = make([]int, bs*n)
 		for i := range bt.Labels {
 			bt.Labels[i] = -1
 		}
-	} else {
+	default:
 		bt.Labels = make([]int, bs)
 	}
 	unreach := UnreachableRelation(o.MaxDist)
@@ -159,9 +174,12 @@ func NewBatch(ds *Dataset, idx []int, o BatchOptions) (*Batch, error) {
 			bt.Degrees[b*n+i] = len(g.Adj[i])
 			copy(bt.Rel[(b*n+i)*n:], rel[i*gn:(i+1)*gn])
 		}
-		if ds.PerNode {
+		switch {
+		case ds.Regression:
+			bt.Targets[b] = ex.Target
+		case ds.PerNode:
 			copy(bt.Labels[b*n:], ex.Labels)
-		} else {
+		default:
 			bt.Labels[b] = ex.Labels[0]
 		}
 		if o.LapK > 0 {

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/rpe-go/rpe/posenc"
@@ -191,5 +192,37 @@ func TestNewBatchErrors(t *testing.T) {
 			}
 			errContains(t, err, c.want)
 		})
+	}
+}
+
+// TestBatchRegression: a regression data set's batch carries the targets
+// and no labels; a non-finite target and a per-node regression set are
+// errors.
+func TestBatchRegression(t *testing.T) {
+	g2, _ := NewGraph(2, [][2]int{{0, 1}})
+	g3, _ := NewGraph(3, [][2]int{{0, 1}})
+	ds := &Dataset{NumFeatures: 1, Regression: true, Examples: []*Example{
+		{ID: "a", Graph: g2, Features: []float32{1, 1}, Target: 1.5},
+		{ID: "b", Graph: g3, Features: []float32{1, 1, 1}, Target: -2}}}
+	bt, err := NewBatch(ds, []int{1, 0}, BatchOptions{MaxDist: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bt.Targets) != 2 || bt.Targets[0] != -2 || bt.Targets[1] != 1.5 || bt.Labels != nil || bt.N != 3 {
+		t.Fatalf("targets %v, labels %v, N %d", bt.Targets, bt.Labels, bt.N)
+	}
+	// the lone node 2 of graph b is unreachable from 0 and 1
+	if bt.Rel[2] != UnreachableRelation(2) || bt.Rel[1] != 1 {
+		t.Fatalf("relations %v", bt.Rel[:9])
+	}
+	nan := *ds
+	nan.Examples = []*Example{{ID: "c", Graph: g2, Features: []float32{1, 1}, Target: math.NaN()}}
+	if _, err := NewBatch(&nan, []int{0}, BatchOptions{MaxDist: 2}); err == nil || !strings.Contains(err.Error(), "not a finite number") {
+		t.Fatalf("NaN target: %v", err)
+	}
+	pn := *ds
+	pn.PerNode = true
+	if _, err := NewBatch(&pn, []int{0}, BatchOptions{MaxDist: 2}); err == nil || !strings.Contains(err.Error(), "must be per graph") {
+		t.Fatalf("per-node regression: %v", err)
 	}
 }

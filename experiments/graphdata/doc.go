@@ -77,6 +77,7 @@
 //	Degrees  [B, N]     node degrees, 0 for padding
 //	LapPE    [B, N, K]  Laplacian encoding (BatchOptions.LapK > 0), sign-flipped if Flip is set
 //	Labels   [B, N]     per-node classes, -1 for padding (CrossEntropy ignores them); [B] per graph
+//	Targets  [B]        the graphs' real-valued Example.Target of a regression data set (Dataset.Regression; no Labels)
 //
 // Batch.Positions gives posenc.NewPairwise(B, N, N, NumRel, Rel).
 //

@@ -111,8 +111,11 @@ type Example struct {
 	// Features [N*F] row-major [N, F] (F = Dataset.NumFeatures).
 	Features []float32
 	// Labels [N] for a per-node task, [1] for a per-graph task, each in
-	// [0, Dataset.NumClasses).
+	// [0, Dataset.NumClasses); nil for a regression task.
 	Labels []int
+	// Target is the graph's real-valued target of a regression task
+	// (Dataset.Regression), such as a molecule's TPSA; 0 otherwise.
+	Target float64
 	// Marked is the marked node of KindDistance, -1 otherwise.
 	Marked int
 }
@@ -122,9 +125,13 @@ type Dataset struct {
 	Options TaskOptions
 	// PerNode: labels are per node (else one per graph).
 	PerNode bool
-	// NumFeatures is F, NumClasses the number of label classes.
+	// NumFeatures is F, NumClasses the number of label classes (0 for a
+	// regression task).
 	NumFeatures, NumClasses int
-	Examples                []*Example
+	// Regression: each graph has a real-valued Example.Target instead of
+	// labels (a per-graph task: PerNode is false, NumClasses 0).
+	Regression bool
+	Examples   []*Example
 }
 
 // Generate returns o.Count labelled random graphs (see TaskOptions and the

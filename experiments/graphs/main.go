@@ -12,7 +12,10 @@
 //	go run ./experiments/graphs                  # quick preset (minutes on 2 cores)
 //	go run ./experiments/graphs -preset full     # 3 seeds, longer training
 //	go run ./experiments/graphs -render          # rewrite tables and plots from saved results
+//	go run ./experiments/graphs -preset molecules  # TPSA regression on real molecules (needs rdkit-data)
 //
+// -unreachable mask blocks attention between the components of a graph
+// (Graphormer's collator) instead of the default learned bucket.
 // -encodings, -seeds and -steps change the plan (its output directory
 // becomes runs/graphs/<preset>-custom). -jobs lists the models (one per
 // line), -job N trains and evaluates model N only (for a Slurm array),
@@ -34,6 +37,8 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 func run(args []string, stdout, stderr io.Writer) int {
 	c := study.NewCommand("graphs", "graph study", graphstudy.PresetNames(),
 		"encodings or variants (name@key=value; \"laplacian\" for the Laplacian input)", "runs/graphs/<preset>", stdout, stderr)
+	unreachable := c.FlagSet.String("unreachable", graphstudy.UnreachableBucket,
+		"pairs of nodes in different components (salts): bucket (the spatial bias's learned unreachable row, attention allowed) or mask (attention blocked, Graphormer's collator)")
 	if code := c.Parse(args); code >= 0 {
 		return code
 	}
@@ -44,6 +49,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	custom, err := c.Override(&p.Encodings, &p.Seeds, &p.Base.Steps)
 	if err != nil {
 		return c.Usage(err)
+	}
+	if *unreachable != graphstudy.UnreachableBucket {
+		p.Unreachable, custom = *unreachable, true
 	}
 	if custom {
 		p.Preset += "-custom"

@@ -24,6 +24,7 @@ func TestFlags(t *testing.T) {
 		{[]string{"-save-every", "-1"}, 2, "must not be negative"},
 		{[]string{"-job", "9"}, 2, "-job 9: the plan has 4 jobs"},
 		{[]string{"-bogus"}, 2, "flag provided but not defined"},
+		{[]string{"-unreachable", "drop"}, 2, `unknown unreachable-pair option "drop" (valid: bucket, mask)`},
 		{[]string{"extra"}, 2, "unexpected arguments"},
 	} {
 		var out, errb bytes.Buffer
@@ -49,6 +50,11 @@ func TestJobs(t *testing.T) {
 	out.Reset()
 	if code := run([]string{"-jobs", "-preset", "full"}, &out, &errb); code != 0 || strings.Count(out.String(), "\n") != 12 {
 		t.Fatalf("full: exit %d\n%s", code, out.String())
+	}
+	out.Reset()
+	if code := run([]string{"-jobs", "-preset", "molecules"}, &out, &errb); code != 0 || strings.Count(out.String(), "\n") != 15 ||
+		!strings.Contains(out.String(), "14 laplacian+graphormer-spatial+graphormer-centrality-seed3") {
+		t.Fatalf("molecules: exit %d\n%s", code, out.String())
 	}
 }
 

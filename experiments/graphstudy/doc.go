@@ -28,6 +28,24 @@
 // from another seed. Preset returns "quick" (one seed) and "full" (three
 // seeds, longer training).
 //
+// # Molecules
+//
+// A plan with Molecules (the "molecules" preset, MoleculesPreset) replaces
+// the synthetic task by TPSA regression on the molecules of a TPSA file
+// (experiments/molecules, Debian's rdkit-data): atoms are nodes with their
+// one-hot features, bonds edges, the largest TestPercent% of the molecules
+// by heavy atoms the "ood" test set (molecules.SplitBySize), the others
+// split into training, validation and "test". The model predicts one
+// standardised value per molecule from its mean-pooled node states
+// (layers.GraphConfig.Regression), trained on the mean squared error
+// (MSE); rows report RMSE, MAE and R² in Å² and each test molecule's
+// absolute error. Bond features are not used.
+//
+// Plan.Unreachable chooses what attention does with pairs of nodes in
+// different components: UnreachableBucket (the default, the spatial
+// bias's learned unreachable row) or UnreachableMask (blocked, as in
+// Graphormer's collator; PairMask, layers.GraphTransformer.FwdPairMask).
+//
 // # Output and resumption
 //
 // Under the output directory (DefaultDir: runs/graphs/<preset>):

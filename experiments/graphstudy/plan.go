@@ -24,6 +24,17 @@ const Laplacian = "laplacian"
 // DefaultEncodings are the encodings the presets compare.
 var DefaultEncodings = []string{"none", Laplacian, "graphormer-spatial", "graphormer-spatial+graphormer-centrality"}
 
+// MoleculeEncodings are the encodings the molecules preset compares: the
+// default ones and the combination of the Laplacian input with both of
+// Graphormer's encodings.
+var MoleculeEncodings = []string{"none", Laplacian, "graphormer-spatial", "graphormer-spatial+graphormer-centrality",
+	Laplacian + "+graphormer-spatial+graphormer-centrality"}
+
+// TPSASHA256 is the SHA-256 of molecules.DefaultTPSAPath as Debian's
+// rdkit-data (2022.09.3) installs it: the molecules preset refuses another
+// file.
+const TPSASHA256 = "7c3dbaa546a317bcf8239e979d829b230b4d02b02cfe92ecffe5de2c8b222b7f"
+
 // TestSet is one evaluation condition.
 type TestSet struct {
 	// Name is "test" (the held-out split, trained sizes) or "ood" (larger
@@ -61,10 +72,19 @@ type Plan struct {
 	MaxNodes int
 	// VirtualNode adds Graphormer's graph token to every model.
 	VirtualNode bool
+	// Unreachable is what attention does with pairs of nodes in different
+	// components: UnreachableBucket ("", the default: the spatial bias's
+	// learned unreachable row) or UnreachableMask (blocked, Graphormer's
+	// collator). See Data.Unreachable.
+	Unreachable string `json:",omitempty"`
+	// Molecules, if set, replaces the synthetic task (Task, Fracs and OOD
+	// are then unused) by TPSA regression on real molecules: "test" is the
+	// held-out small molecules, "ood" the largest.
+	Molecules *MoleculeTask `json:",omitempty"`
 }
 
 // PresetNames lists the presets.
-func PresetNames() []string { return []string{"quick", "full"} }
+func PresetNames() []string { return []string{"quick", "full", "molecules"} }
 
 // BaseConfig is the training configuration of the graph study: an encoder
 // of d = 64, 4 heads, 3 blocks, FFN 128, bidirectional; AdamW lr 1e-3,
@@ -80,7 +100,8 @@ func BaseConfig() trainer.Config {
 }
 
 // Preset returns a built-in plan: "quick" (the four encodings, one seed,
-// 1,000 updates) or "full" (three seeds, 2,000 updates). An update takes
+// 1,000 updates), "full" (three seeds, 2,000 updates) or "molecules"
+// (MoleculesPreset). An update takes
 // about 35-45 ms on one core (d = 64, 32 graphs padded to 24 nodes,
 // OpenBLAS): a full preset is about 12 x 1.5 minutes on one core. Both
 // train on
@@ -99,15 +120,39 @@ func Preset(name string) (Plan, error) {
 		p.Base.Steps = 1000
 	case "full":
 		p.Base.Steps, p.Seeds = 2000, []int64{1, 2, 3}
+	case "molecules":
+		return MoleculesPreset(), nil
 	default:
 		return Plan{}, errors.Errorf("graphs: unknown preset %q (valid: %s)", name, strings.Join(PresetNames(), ", "))
 	}
 	return p, nil
 }
 
+// MoleculesPreset is the "molecules" plan: TPSA regression (issue #34) on
+// the 4,999 molecules of molecules.DefaultTPSAPath (TPSASHA256), trained
+// on the small ones and tested on the largest 10% by heavy atoms (500
+// molecules of 26-122 heavy atoms; the other 4,499 have 2-26 and are
+// split 80/10/10 into training, validation and the in-distribution test),
+// with the atoms' one-hot features as node inputs and no bond features;
+// the five MoleculeEncodings, seeds 1-3, 3,000 updates of 32 molecules
+// (about 21 epochs), the graph study's model and optimiser (BaseConfig),
+// relations clipped at distance 6, the model's maximum 128 nodes.
+func MoleculesPreset() Plan {
+	p := Plan{Preset: "molecules", Encodings: slices.Clone(MoleculeEncodings), Seeds: []int64{1, 2, 3}, Base: BaseConfig(),
+		MaxDist: 6, LapK: 8, MaxNodes: 128,
+		Molecules: &MoleculeTask{SHA256: TPSASHA256, TestPercent: 10, Fracs: []float64{0.8, 0.1, 0.1}}}
+	p.Base.Model.PosOpts.GraphMaxDist = p.MaxDist
+	p.Base.Steps = 3000
+	return p
+}
+
 // TestSets are the plan's evaluation conditions: the held-out split, then
-// the larger graphs.
+// the larger graphs. A molecule plan's sizes are known only with its data
+// (0 here; MoleculeData.Heavy).
 func (p Plan) TestSets() []TestSet {
+	if p.Molecules != nil {
+		return []TestSet{{Name: "test"}, {Name: "ood"}}
+	}
 	return []TestSet{{Name: "test", MinNodes: p.Task.MinNodes, MaxNodes: p.Task.MaxNodes},
 		{Name: "ood", MinNodes: p.OOD.MinNodes, MaxNodes: p.OOD.MaxNodes}}
 }
@@ -187,22 +232,37 @@ func (p Plan) Validate() error {
 		}
 		seen[s] = true
 	}
-	for _, o := range []graphdata.TaskOptions{p.Task, p.OOD} {
-		if err := o.Validate(); err != nil {
-			return errors.WithMessage(err, "graphs")
+	if err := checkUnreachable(p.Unreachable); err != nil {
+		return errors.WithMessage(err, "graphs")
+	}
+	if m := p.Molecules; m != nil {
+		if !(m.TestPercent > 0 && m.TestPercent < 100) {
+			return errors.Errorf("graphs: molecules: test percentage %v outside (0, 100)", m.TestPercent)
 		}
-	}
-	if p.Task.Kind != p.OOD.Kind || p.Task.MaxDist != p.OOD.MaxDist || p.Task.MaxTriangles != p.OOD.MaxTriangles {
-		return errors.New("graphs: the out-of-distribution task must be the training task on other graphs (same kind and label clipping)")
-	}
-	if len(p.Fracs) != 3 {
-		return errors.Errorf("graphs: %d split fractions, want 3 (train, validation, test)", len(p.Fracs))
+		if len(m.Fracs) != 3 {
+			return errors.Errorf("graphs: molecules: %d split fractions, want 3 (train, validation, test)", len(m.Fracs))
+		}
+		if p.MaxNodes < 1 {
+			return errors.Errorf("graphs: molecules: the configured maximum graph size %d must be positive", p.MaxNodes)
+		}
+	} else {
+		for _, o := range []graphdata.TaskOptions{p.Task, p.OOD} {
+			if err := o.Validate(); err != nil {
+				return errors.WithMessage(err, "graphs")
+			}
+		}
+		if p.Task.Kind != p.OOD.Kind || p.Task.MaxDist != p.OOD.MaxDist || p.Task.MaxTriangles != p.OOD.MaxTriangles {
+			return errors.New("graphs: the out-of-distribution task must be the training task on other graphs (same kind and label clipping)")
+		}
+		if len(p.Fracs) != 3 {
+			return errors.Errorf("graphs: %d split fractions, want 3 (train, validation, test)", len(p.Fracs))
+		}
+		if p.MaxNodes < max(p.Task.MaxNodes, p.OOD.MaxNodes) {
+			return errors.Errorf("graphs: the configured maximum graph size %d is below the test graphs' %d nodes", p.MaxNodes, max(p.Task.MaxNodes, p.OOD.MaxNodes))
+		}
 	}
 	if p.MaxDist < 1 || p.LapK < 1 {
 		return errors.Errorf("graphs: maximum distance %d and Laplacian size %d must be positive", p.MaxDist, p.LapK)
-	}
-	if p.MaxNodes < max(p.Task.MaxNodes, p.OOD.MaxNodes) {
-		return errors.Errorf("graphs: the configured maximum graph size %d is below the test graphs' %d nodes", p.MaxNodes, max(p.Task.MaxNodes, p.OOD.MaxNodes))
 	}
 	jobs, err := p.Jobs()
 	if err != nil {
@@ -231,6 +291,12 @@ func (p Plan) Validate() error {
 			return errors.WithMessagef(err, "graphs: %s", j.Key())
 		}
 		gc := layers.GraphConfig{Encoder: c.Model, Features: 1, Classes: 2, PerNode: true, LapK: k, VirtualNode: p.VirtualNode, MaxNodes: p.MaxNodes}
+		if p.Molecules != nil {
+			gc.Classes, gc.PerNode, gc.Regression = 1, false, true
+		}
+		if p.Unreachable == UnreachableMask && c.Model.Stream {
+			return errors.Errorf("graphs: %s: the unreachable mask needs the attention without streaming (stream)", j.Key())
+		}
 		if err := gc.Validate(); err != nil {
 			return errors.WithMessagef(err, "graphs: %s", j.Key())
 		}

@@ -35,6 +35,13 @@ func LoadResults(dir string) (*File, error) { return study.ReadResults[Plan, Row
 
 // render writes results.csv, results.json, table.md and accuracy.png.
 func (r *runner) render(rows []Row, pending []string) error {
+	if r.plan.Molecules != nil {
+		return study.WriteOutputs(r.opt.Dir, study.Outputs[Row]{Rows: rows,
+			JSON:      File{Preset: r.plan.Preset, Plan: r.plan, Rows: rows, Pending: pending},
+			CSVHeader: regressionCSVHeader, CSVRow: regressionCSVRow, Markdown: RegressionMarkdown(r.plan, rows, pending),
+			Plots: []func(string) error{func(dir string) error { return RegressionPlot(r.plan, rows, filepath.Join(dir, FilePlot)) }},
+		})
+	}
 	return study.WriteOutputs(r.opt.Dir, study.Outputs[Row]{Rows: rows,
 		JSON:      File{Preset: r.plan.Preset, Plan: r.plan, Rows: rows, Pending: pending},
 		CSVHeader: csvHeader, CSVRow: csvRow, Markdown: Markdown(r.plan, rows, pending),
@@ -246,4 +253,191 @@ func (s shifted) Plot(c draw.Canvas, p *plot.Plot) {
 	c.Rectangle.Min.X += s.dx
 	c.Rectangle.Max.X += s.dx
 	s.YErrorBars.Plot(c, p)
+}
+
+// regressionCSVHeader is the header of a molecule plan's results.csv.
+var regressionCSVHeader = []string{"preset", "encoding", "seed", "test_set", "heavy_atoms", "rmse", "mae", "r2", "mse_std", "graphs", "nodes",
+	"eval_ms_per_graph", "train_steps", "train_ms_per_step", "train_loss", "val_rmse", "params", "blas", "go_version", "git_rev", "git_dirty", "machine"}
+
+func regressionCSVRow(r Row) []string {
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	return []string{r.Preset, r.Encoding, strconv.FormatInt(r.Seed, 10), r.TestSet, r.Sizes, f(r.RMSE), f(r.MAE), f(r.R2),
+		f(r.Loss), strconv.Itoa(r.Graphs), strconv.Itoa(r.Nodes), f(r.EvalMsPerGraph), strconv.Itoa(r.TrainSteps),
+		f(r.TrainMsPerStep), f(r.TrainLoss), f(r.ValRMSE), strconv.Itoa(r.Params), r.BLAS, r.GoVersion, r.GitRev,
+		strconv.FormatBool(r.GitDirty), r.Machine}
+}
+
+// regressionSizes returns the heavy-atom range of each test set from the
+// rows ("" if no row has it).
+func regressionSizes(rows []Row) map[string]string {
+	out := map[string]string{}
+	for _, r := range rows {
+		if out[r.TestSet] == "" {
+			out[r.TestSet] = r.Sizes
+		}
+	}
+	return out
+}
+
+// RegressionMarkdown renders a molecule plan's table.md: RMSE, MAE and R²
+// per encoding and test set, paired comparisons of the MAE (over seeds,
+// and over seeds and molecules: the item of a molecule is its absolute
+// error, whose mean is the MAE), then training speed.
+func RegressionMarkdown(p Plan, rows []Row, pending []string) string {
+	var b strings.Builder
+	seeds := len(p.Seeds)
+	m := p.Base.Model
+	mt := p.Molecules
+	sizes := regressionSizes(rows)
+	fmt.Fprintf(&b, "# Graph study, %s preset\n\n", p.Preset)
+	fmt.Fprintf(&b, "Graph Transformer (d=%d, %d heads, %d blocks, FFN %d) regressing each molecule's TPSA (Å², standardised on the training molecules; loss: mean squared error) from its mean-pooled node states; nodes are atoms with one-hot features (element, aromatic, charge, hydrogens), no bond features. ",
+		m.DModel, m.Heads, m.Layers, m.FFN)
+	fmt.Fprintf(&b, "The largest %g%% of the molecules by heavy atoms are the test \"ood\" (%s heavy atoms); the others are split %.0f/%.0f/%.0f%% in file order into training, validation and \"test\" (%s heavy atoms). %d updates of %d molecules. ",
+		mt.TestPercent, sizes["ood"], 100*mt.Fracs[0], 100*mt.Fracs[1], 100*mt.Fracs[2], sizes["test"], p.Base.Steps, p.Base.Batch)
+	unreach := p.Unreachable
+	if unreach == "" {
+		unreach = UnreachableBucket
+	}
+	fmt.Fprintf(&b, "Relations clipped at distance %d; unreachable pairs (salts): %s; laplacian = %d eigenvectors with random sign flips in training. Seeds %v", p.MaxDist, unreach, p.LapK, p.Seeds)
+	if seeds > 1 {
+		fmt.Fprintf(&b, "; mean ± sample standard deviation [95%% t interval of the mean] over %d seeds", seeds)
+	}
+	b.WriteString(".\n\n")
+	sets := p.TestSets()
+	rmse, encs := byEncoding(rows, func(r Row) float64 { return r.RMSE })
+	mae, _ := byEncoding(rows, func(r Row) float64 { return r.MAE })
+	r2, _ := byEncoding(rows, func(r Row) float64 { return r.R2 })
+	cell := func(c study.Cell, ok bool, prec int) string {
+		switch {
+		case !ok || c.N == 0:
+			return ""
+		case seeds > 1:
+			return c.Interval(prec)
+		}
+		return fmt.Sprintf("%.*f", prec, c.Mean)
+	}
+	b.WriteString("## Error\n\n| encoding |")
+	for _, what := range []string{"RMSE Å²", "MAE Å²", "R²"} {
+		for _, s := range sets {
+			fmt.Fprintf(&b, " %s, %s (%s) |", what, s.Name, sizes[s.Name])
+		}
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---:|", 3*len(sets)) + "\n")
+	for _, e := range encs {
+		fmt.Fprintf(&b, "| %s |", e)
+		for i, tab := range []map[[2]string]study.Cell{rmse, mae, r2} {
+			prec := 2
+			if i == 2 {
+				prec = 3
+			}
+			for _, s := range sets {
+				c, ok := tab[[2]string{e, s.Name}]
+				fmt.Fprintf(&b, " %s |", cell(c, ok, prec))
+			}
+		}
+		b.WriteString("\n")
+	}
+	var t study.ScoreTable
+	for _, r := range rows {
+		t.Add(r.Encoding, r.TestSet, r.Seed, study.Scores{Value: r.MAE, Items: r.AbsErr})
+	}
+	var conds []string
+	for _, ts := range sets {
+		conds = append(conds, ts.Name)
+	}
+	b.WriteString(study.PairedSection("Paired comparisons", conds, &t, "MAE", "Å²", "molecules", "%.2f", stats.LowerIsBetter))
+	tr, _ := byEncoding(rows, func(r Row) float64 { return r.TrainMsPerStep })
+	ev, _ := byEncoding(rows, func(r Row) float64 { return r.EvalMsPerGraph })
+	par := map[string]int{}
+	for _, r := range rows {
+		par[r.Encoding] = r.Params
+	}
+	b.WriteString("\n## Speed\n\n")
+	fmt.Fprintf(&b, "Training ms per update (%d molecules padded to the largest training molecule) and evaluation ms per molecule (means over seeds; measured as the study ran, so they include whatever else the machine ran).\n\n", p.Base.Batch)
+	b.WriteString("| encoding | params | train ms/update |")
+	for _, s := range sets {
+		fmt.Fprintf(&b, " eval ms/molecule %s |", s.Name)
+	}
+	b.WriteString("\n|---|---:|---:|" + strings.Repeat("---:|", len(sets)) + "\n")
+	for _, e := range encs {
+		fmt.Fprintf(&b, "| %s | %d | %.1f |", e, par[e], tr[[2]string{e, sets[0].Name}].Mean)
+		for _, s := range sets {
+			fmt.Fprintf(&b, " %.2f |", ev[[2]string{e, s.Name}].Mean)
+		}
+		b.WriteString("\n")
+	}
+	if len(rows) > 0 {
+		fmt.Fprintf(&b, "\nBLAS: %s; %s.\n", rows[0].BLAS, rows[0].GoVersion)
+	}
+	if len(pending) > 0 {
+		fmt.Fprintf(&b, "\nNot yet run: %s.\n", strings.Join(pending, ", "))
+	}
+	return b.String()
+}
+
+// RegressionPlot draws a molecule plan's accuracy.png: the test RMSE per
+// encoding, one bar per test set, error bars of the 95% t interval over
+// seeds when there are several.
+func RegressionPlot(p Plan, rows []Row, path string) error {
+	rmse, encs := byEncoding(rows, func(r Row) float64 { return r.RMSE })
+	sizes := regressionSizes(rows)
+	pl := plot.New()
+	pl.Title.Text = fmt.Sprintf("Graph study (%s preset): TPSA RMSE by encoding (lower is better)", p.Preset)
+	if n := len(p.Seeds); n > 1 {
+		pl.Title.Text += fmt.Sprintf("\nerror bars: 95%% t interval of the mean over %d seeds", n)
+	}
+	pl.Y.Label.Text = "RMSE (Å²)"
+	pl.Y.Min = 0
+	w := vg.Points(28)
+	sets := p.TestSets()
+	for i, s := range sets {
+		var vals plotter.Values
+		var pts plotter.XYs
+		var errs plotter.YErrors
+		for k, e := range encs {
+			c := rmse[[2]string{e, s.Name}]
+			vals = append(vals, c.Mean)
+			if c.N > 1 {
+				pts = append(pts, plotter.XY{X: float64(k), Y: c.Mean})
+				lo, hi := c.Err()
+				errs = append(errs, struct{ Low, High float64 }{lo, hi})
+			}
+		}
+		bars, err := plotter.NewBarChart(vals, w)
+		if err != nil {
+			return err
+		}
+		bars.Color = plotutil.Color(i)
+		bars.LineStyle.Width = 0
+		bars.Offset = w * vg.Length(float64(i)-float64(len(sets)-1)/2)
+		pl.Add(bars)
+		pl.Legend.Add(fmt.Sprintf("%s (%s heavy atoms)", s.Name, sizes[s.Name]), bars)
+		if len(pts) > 0 {
+			eb, err := plotter.NewYErrorBars(struct {
+				plotter.XYs
+				plotter.YErrors
+			}{pts, errs})
+			if err != nil {
+				return err
+			}
+			eb.LineStyle.Width = vg.Points(0.8)
+			eb.CapWidth = vg.Points(4)
+			pl.Add(shifted{eb, bars.Offset})
+		}
+	}
+	pl.NominalX(encs...)
+	pl.X.Min, pl.X.Max = -0.6, float64(len(encs))-0.4
+	pl.X.Tick.Label.Rotation = 0.35
+	pl.X.Tick.Label.XAlign = draw.XRight
+	pl.Legend.Top, pl.Legend.Left = true, true
+	pl.Add(plotter.NewGrid())
+	var buf bytes.Buffer
+	wt, err := pl.WriterTo(9*vg.Inch, 5.5*vg.Inch, "png")
+	if err != nil {
+		return err
+	}
+	if _, err := wt.WriteTo(&buf); err != nil {
+		return errors.Wrapf(err, "drawing %s", path)
+	}
+	return study.WriteFileAtomic(path, buf.Bytes())
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/pkg/errors"
+
 	"github.com/rpe-go/rpe/experiments/graphdata"
 	"github.com/rpe-go/rpe/experiments/study"
 	"github.com/rpe-go/rpe/experiments/trainer"
@@ -25,7 +27,7 @@ type Row struct {
 	Encoding string `json:"encoding"` // the trained encoding or variant label
 	Seed     int64  `json:"seed"`
 	TestSet  string `json:"test_set"` // "test" or "ood"
-	Sizes    string `json:"sizes"`    // node counts, "8-24"
+	Sizes    string `json:"sizes"`    // node counts, "8-24" (molecules: heavy atoms)
 	// Accuracy is the node accuracy, GraphAccuracy the fraction of graphs
 	// with every node right, Loss the mean cross-entropy per node (nats).
 	Accuracy      float64 `json:"accuracy"`
@@ -52,6 +54,17 @@ type Row struct {
 	GitDirty       bool    `json:"git_dirty"`
 	// Machine is trainer.ProvenanceInfo.Machine ("" in rows made before it).
 	Machine string `json:"machine,omitempty"`
+	// Regression (the molecule task): RMSE and MAE in the target's units
+	// (Å² for TPSA), R², the final validation RMSE, and the absolute
+	// error of every test graph in the order of the test set (the paired
+	// comparisons over molecules read it; not in results.csv). Accuracy,
+	// GraphAccuracy and ValAccuracy are then 0, Loss the mean squared
+	// error of the standardised targets.
+	RMSE    float64   `json:"rmse,omitempty"`
+	MAE     float64   `json:"mae,omitempty"`
+	R2      float64   `json:"r2,omitempty"`
+	ValRMSE float64   `json:"val_rmse,omitempty"`
+	AbsErr  []float64 `json:"abs_err,omitempty"`
 }
 
 // spec is what a job's saved rows must agree on to be reused.
@@ -66,6 +79,10 @@ type spec struct {
 	TrainHash   string
 	TestHash    string
 	OODHash     string
+	// Omitted when zero, so that rows saved before these fields still match.
+	Unreachable string        `json:",omitempty"`
+	Molecules   *MoleculeTask `json:",omitempty"`
+	DataSHA256  string        `json:",omitempty"`
 }
 
 // Outcome is what Run produced.
@@ -76,13 +93,22 @@ type runner struct {
 	opt                   Options
 	train, val, test, ood *graphdata.Dataset
 	cache                 *graphdata.DistanceCache
+	mol                   *MoleculeData // the molecule task's data, nil for the synthetic task
 }
 
 func (r *runner) logf(format string, args ...any) { r.opt.Logf(format, args...) }
 
 // Datasets generates the plan's data: the training, validation and test
-// splits of Task and the out-of-distribution graphs of OOD.
+// splits of Task and the out-of-distribution graphs of OOD; for a molecule
+// plan, LoadMolecules's.
 func (p Plan) Datasets() (train, val, test, ood *graphdata.Dataset, err error) {
+	if p.Molecules != nil {
+		md, err := LoadMolecules(*p.Molecules)
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		return md.Train, md.Val, md.Test, md.OOD, nil
+	}
 	all, err := graphdata.Generate(p.Task)
 	if err != nil {
 		return nil, nil, nil, nil, err
@@ -102,6 +128,17 @@ func newRunner(p Plan, opt Options) (*runner, error) {
 		return nil, err
 	}
 	r := &runner{plan: p, opt: opt.WithDefaults(DefaultDir(p.Preset)), cache: new(graphdata.DistanceCache)}
+	if p.Molecules != nil {
+		md, err := LoadMolecules(*p.Molecules)
+		if err != nil {
+			return nil, err
+		}
+		r.mol, r.train, r.val, r.test, r.ood = md, md.Train, md.Val, md.Test, md.OOD
+		if n := max(largest(md.Test), largest(md.OOD)); n > p.MaxNodes {
+			return nil, errors.Errorf("graphs: the test molecules have up to %d atoms, the model's configured maximum is %d", n, p.MaxNodes)
+		}
+		return r, nil
+	}
 	var err error
 	if r.train, r.val, r.test, r.ood, err = p.Datasets(); err != nil {
 		return nil, err
@@ -111,13 +148,25 @@ func newRunner(p Plan, opt Options) (*runner, error) {
 
 func (r *runner) spec(cfg trainer.Config, lapK int) spec {
 	p := r.plan
-	return spec{Config: cfg.Resolved(), LapK: lapK, MaxDist: p.MaxDist, MaxNodes: p.MaxNodes, VirtualNode: p.VirtualNode,
-		Task: p.Task, OOD: p.OOD, Fracs: p.Fracs, TrainHash: hashData(r.train), TestHash: hashData(r.test), OODHash: hashData(r.ood)}
+	s := spec{Config: cfg.Resolved(), LapK: lapK, MaxDist: p.MaxDist, MaxNodes: p.MaxNodes, VirtualNode: p.VirtualNode,
+		Task: p.Task, OOD: p.OOD, Fracs: p.Fracs, TrainHash: hashData(r.train), TestHash: hashData(r.test), OODHash: hashData(r.ood),
+		Molecules: p.Molecules}
+	if p.Unreachable != UnreachableBucket {
+		s.Unreachable = p.Unreachable
+	}
+	if r.mol != nil {
+		s.DataSHA256 = r.mol.SHA256
+	}
+	return s
 }
 
 func (r *runner) data(lapK int) Data {
-	return Data{Train: r.train, Val: r.val, MaxDist: r.plan.MaxDist, LapK: lapK, PadNodes: r.plan.Task.MaxNodes,
-		MaxNodes: r.plan.MaxNodes, VirtualNode: r.plan.VirtualNode, Cache: r.cache}
+	pad := r.plan.Task.MaxNodes
+	if r.mol != nil {
+		pad = largest(r.train)
+	}
+	return Data{Train: r.train, Val: r.val, MaxDist: r.plan.MaxDist, LapK: lapK, PadNodes: pad,
+		MaxNodes: r.plan.MaxNodes, VirtualNode: r.plan.VirtualNode, Unreachable: r.plan.Unreachable, Cache: r.cache}
 }
 
 // sameSpec reports whether saved rows were computed under the spec of this
@@ -198,12 +247,21 @@ func (r *runner) runJob(ctx context.Context, j Job, ckpt, tag string) ([]Row, er
 			ds = r.ood
 		}
 		t0 := time.Now()
-		res, err := Evaluate(p, task.gcfg, ds, task.batchOptions(), cfg.EvalBatch)
+		res, err := task.Evaluate(p, ds)
 		if err != nil {
 			return nil, err
 		}
 		row := base
 		row.TestSet, row.Sizes = ts.Name, fmt.Sprintf("%d-%d", ts.MinNodes, ts.MaxNodes)
+		if r.mol != nil {
+			row.Sizes = r.mol.Heavy[ts.Name]
+			row.ValAccuracy, row.ValRMSE = 0, tr.Val
+			row.RMSE, row.MAE, row.R2, row.AbsErr, row.Loss, row.Graphs, row.Nodes = res.RMSE, res.MAE, res.R2, res.AbsErr, res.Loss, res.Graphs, res.Nodes
+			row.EvalMsPerGraph = time.Since(t0).Seconds() * 1000 / float64(res.Graphs)
+			rows = append(rows, row)
+			r.logf("%s %s on %s (%s heavy atoms): RMSE %.3f, MAE %.3f, R² %.4f\n", tag, j.Key(), ts.Name, row.Sizes, row.RMSE, row.MAE, row.R2)
+			continue
+		}
 		row.Accuracy, row.GraphAccuracy, row.Loss, row.Graphs, row.Nodes = res.Accuracy, res.GraphAccuracy, res.Loss, res.Graphs, res.Nodes
 		if row.Right, err = study.PackCounts(res.Right); err != nil {
 			return nil, err

@@ -36,16 +36,73 @@ type Data struct {
 	MaxNodes int
 	// VirtualNode adds Graphormer's graph token.
 	VirtualNode bool
+	// Unreachable is what attention does with pairs of nodes in different
+	// connected components (a salt's ions): UnreachableBucket ("" too,
+	// the default) leaves them to the spatial bias's learned unreachable
+	// row; UnreachableMask blocks them (-inf on the score, Graphormer's
+	// collator), for every encoding.
+	Unreachable string
 	// Cache keeps each graph's distances and Laplacian encoding (nil: a
 	// private one).
 	Cache *graphdata.DistanceCache
 }
 
+// The choices of Data.Unreachable (and Plan.Unreachable).
+const (
+	// UnreachableBucket gives unreachable pairs their own learned row of
+	// the spatial bias (graphdata.UnreachableRelation): attention between
+	// components is allowed. The default.
+	UnreachableBucket = "bucket"
+	// UnreachableMask blocks attention between nodes of different
+	// components, as Graphormer's collator does (attn_bias -inf for
+	// spatial_pos >= spatial_pos_max, unreachable pairs being at distance
+	// 510; padding keys -inf, padding query rows open to the real keys).
+	UnreachableMask = "mask"
+)
+
+// checkUnreachable returns an error unless u is a choice of
+// Data.Unreachable.
+func checkUnreachable(u string) error {
+	if u != "" && u != UnreachableBucket && u != UnreachableMask {
+		return errors.Errorf("unknown unreachable-pair option %q (valid: %s, %s)", u, UnreachableBucket, UnreachableMask)
+	}
+	return nil
+}
+
 // GraphConfig returns the classifier of a training configuration: the
-// encoder is cfg.Model, with the data's features, classes and options.
+// encoder is cfg.Model, with the data's features, classes and options (a
+// regression data set: one real-valued output per graph).
 func (d Data) GraphConfig(cfg trainer.Config) layers.GraphConfig {
-	return layers.GraphConfig{Encoder: cfg.Model, Features: d.Train.NumFeatures, Classes: d.Train.NumClasses,
-		PerNode: d.Train.PerNode, LapK: d.LapK, VirtualNode: d.VirtualNode, MaxNodes: d.MaxNodes}
+	classes := d.Train.NumClasses
+	if d.Train.Regression {
+		classes = 1
+	}
+	return layers.GraphConfig{Encoder: cfg.Model, Features: d.Train.NumFeatures, Classes: classes,
+		PerNode: d.Train.PerNode, Regression: d.Train.Regression, LapK: d.LapK, VirtualNode: d.VirtualNode, MaxNodes: d.MaxNodes}
+}
+
+// Standardiser maps a regression target y to (y - Mean)/Std, the scale
+// the model predicts and the loss is computed on.
+type Standardiser struct {
+	Mean, Std float64
+}
+
+// NewStandardiser returns the mean and the population standard deviation
+// of the targets of ds (Std 1 if they are all equal).
+func NewStandardiser(ds *graphdata.Dataset) Standardiser {
+	var s, ss float64
+	for _, ex := range ds.Examples {
+		s += ex.Target
+	}
+	n := float64(len(ds.Examples))
+	st := Standardiser{Mean: s / n, Std: 1}
+	for _, ex := range ds.Examples {
+		ss += (ex.Target - st.Mean) * (ex.Target - st.Mean)
+	}
+	if sd := math.Sqrt(ss / n); sd > 0 {
+		st.Std = sd
+	}
+	return st
 }
 
 // Task trains a layers.GraphTransformer with the project's one engine
@@ -56,7 +113,8 @@ type Task struct {
 	cfg  trainer.Config
 	gcfg layers.GraphConfig
 	data Data
-	step uint64 // batches drawn
+	std  Standardiser // the training targets' (regression)
+	step uint64       // batches drawn
 	in   *inputs
 }
 
@@ -77,6 +135,12 @@ func NewTask(cfg trainer.Config, data Data) (*Task, error) {
 	if data.MaxNodes < data.PadNodes {
 		return nil, errors.Errorf("graph task: the configured maximum graph size %d is below the training padding %d", data.MaxNodes, data.PadNodes)
 	}
+	if err := checkUnreachable(data.Unreachable); err != nil {
+		return nil, errors.WithMessage(err, "graph task")
+	}
+	if data.Train.Regression != data.Val.Regression {
+		return nil, errors.New("graph task: the training and validation graphs must both be regression or both classification data")
+	}
 	gc := data.GraphConfig(cfg)
 	if err := gc.Validate(); err != nil {
 		return nil, err
@@ -84,7 +148,11 @@ func NewTask(cfg trainer.Config, data Data) (*Task, error) {
 	if err := cfg.ValidateTraining(); err != nil {
 		return nil, err
 	}
-	return &Task{cfg: cfg, gcfg: gc, data: data}, nil
+	t := &Task{cfg: cfg, gcfg: gc, data: data}
+	if data.Train.Regression {
+		t.std = NewStandardiser(data.Train)
+	}
+	return t, nil
 }
 
 // largest is the number of nodes of the largest graph of ds (0 if it has
@@ -108,6 +176,9 @@ func (t *Task) Items() int { return t.cfg.Batch }
 // Units implements trainer.UnitNamer: losses in bits per node, items are
 // graphs.
 func (t *Task) Units() trainer.Units {
+	if t.data.Train.Regression {
+		return trainer.Units{Loss: "(mean squared error of standardised targets / ln 2)", Items: "graphs", ItemsShort: "gr"}
+	}
 	return trainer.Units{Loss: "bits/node", Items: "graphs", ItemsShort: "gr"}
 }
 
@@ -129,6 +200,12 @@ type inputs struct {
 	b, n, k             int
 	opts                graphdata.BatchOptions
 	data                *graphdata.Dataset
+	// pairN [B, N, N] is the pairwise mask of UnreachableMask (nil
+	// otherwise); std standardises regression targets (yN [B] holds them,
+	// standardised, in the parameters' dtype).
+	pairN *G.Node
+	pairT *tensor.Dense
+	std   Standardiser
 	// lastBatch is the batch bound last.
 	lastBatch *graphdata.Batch
 }
@@ -136,13 +213,17 @@ type inputs struct {
 // newInputs builds the model for batches of b graphs padded to n nodes on
 // g, with its inputs, positions from the first b graphs of ds (any graphs
 // do: the relations are rebound per batch through the Feed).
-func newInputs(g *G.ExprGraph, p *graph.Params, gc layers.GraphConfig, ds *graphdata.Dataset, b, n int, o graphdata.BatchOptions) (*inputs, error) {
+func newInputs(g *G.ExprGraph, p *graph.Params, gc layers.GraphConfig, ds *graphdata.Dataset, b, n int, o graphdata.BatchOptions, mo modelInputs) (*inputs, error) {
 	m, err := layers.NewGraphTransformer(g, p, gc)
 	if err != nil {
 		return nil, errors.WithMessage(err, "graph task: building the model")
 	}
 	dt := p.Dtype()
-	in := &inputs{m: m, feed: posenc.NewFeed(), b: b, n: n, k: gc.LapK, opts: o, data: ds}
+	in := &inputs{m: m, feed: posenc.NewFeed(), b: b, n: n, k: gc.LapK, opts: o, data: ds, std: mo.std}
+	if mo.unreachable == UnreachableMask {
+		in.pairT = tensor.New(tensor.WithShape(b, n, n), tensor.Of(dt))
+		in.pairN = G.NewTensor(g, dt, 3, G.WithShape(b, n, n), G.WithName("graph_pair_mask"), G.WithValue(in.pairT))
+	}
 	f := ds.NumFeatures
 	in.xT = tensor.New(tensor.WithShape(b, n, f), tensor.Of(dt))
 	in.xN = G.NewTensor(g, dt, 3, G.WithShape(b, n, f), G.WithName("graph_x"), G.WithValue(in.xT))
@@ -156,9 +237,14 @@ func newInputs(g *G.ExprGraph, p *graph.Params, gc layers.GraphConfig, ds *graph
 	if ds.PerNode {
 		nl = b * n
 	}
-	in.labels = make([]int, nl)
-	in.yT = tensor.New(tensor.WithShape(nl), tensor.WithBacking(in.labels))
-	in.yN = G.NewVector(g, tensor.Int, G.WithShape(nl), G.WithName("graph_labels"), G.WithValue(in.yT))
+	if ds.Regression {
+		in.yT = tensor.New(tensor.WithShape(b), tensor.Of(dt))
+		in.yN = G.NewVector(g, dt, G.WithShape(b), G.WithName("graph_targets"), G.WithValue(in.yT))
+	} else {
+		in.labels = make([]int, nl)
+		in.yT = tensor.New(tensor.WithShape(nl), tensor.WithBacking(in.labels))
+		in.yN = G.NewVector(g, tensor.Int, G.WithShape(nl), G.WithName("graph_labels"), G.WithValue(in.yT))
+	}
 	idx := make([]int, b)
 	for i := range idx {
 		idx[i] = i % len(ds.Examples)
@@ -175,10 +261,43 @@ func newInputs(g *G.ExprGraph, p *graph.Params, gc layers.GraphConfig, ds *graph
 	if err := in.fill(first); err != nil {
 		return nil, err
 	}
-	if in.logits, err = m.Fwd(in.xN, pos, in.maskN, in.lapN); err != nil {
+	if in.logits, err = m.FwdPairMask(in.xN, pos, in.maskN, in.pairN, in.lapN); err != nil {
 		return nil, err
 	}
 	return in, nil
+}
+
+// modelInputs are the task's settings newInputs needs besides the model's
+// configuration.
+type modelInputs struct {
+	unreachable string
+	std         Standardiser
+}
+
+// PairMask returns the pairwise mask of UnreachableMask for batch bt [B*N*N],
+// row-major [B, N, N]: 1 where a real query node may attend to a key node
+// of its own component (Rel is not the unreachable relation), 0 for the
+// other pairs of a real query (other components, padding); a padding
+// query's row is 1 on the real keys, as Graphormer's collator leaves it
+// (its output is never read). The key mask blocks padding keys anyway.
+func PairMask(bt *graphdata.Batch) []float64 {
+	n, unreach := bt.N, bt.NumRel-1
+	pm := make([]float64, bt.B*n*n)
+	for b := 0; b < bt.B; b++ {
+		for i := 0; i < n; i++ {
+			row := pm[(b*n+i)*n : (b*n+i+1)*n]
+			rel := bt.Rel[(b*n+i)*n : (b*n+i+1)*n]
+			for j := range row {
+				if !bt.Valid[b][j] {
+					continue
+				}
+				if !bt.Valid[b][i] || rel[j] != unreach {
+					row[j] = 1
+				}
+			}
+		}
+	}
+	return pm
 }
 
 // batch builds the batch of examples idx padded to in.n nodes (flip: the
@@ -205,11 +324,22 @@ func (in *inputs) fill(bt *graphdata.Batch) error {
 	if in.lapT != nil {
 		graph.CopyFloat32s(in.lapT, bt.LapPE)
 	}
-	copy(in.labels, bt.Labels)
+	if in.data.Regression {
+		z := make([]float64, len(bt.Targets))
+		for i, y := range bt.Targets {
+			z[i] = (y - in.std.Mean) / in.std.Std
+		}
+		copyFloat64s(in.yT, z)
+	} else {
+		copy(in.labels, bt.Labels)
+	}
+	if in.pairT != nil {
+		copyFloat64s(in.pairT, PairMask(bt))
+	}
 	for _, c := range []struct {
 		n *G.Node
 		v *tensor.Dense
-	}{{in.xN, in.xT}, {in.maskN, in.maskT}, {in.lapN, in.lapT}, {in.yN, in.yT}} {
+	}{{in.xN, in.xT}, {in.maskN, in.maskT}, {in.lapN, in.lapT}, {in.yN, in.yT}, {in.pairN, in.pairT}} {
 		if c.n == nil {
 			continue
 		}
@@ -278,23 +408,70 @@ func padBatch(bt *graphdata.Batch, n int) (*graphdata.Batch, error) {
 	return &out, nil
 }
 
+// copyFloat64s writes v into the float32 or float64 tensor t.
+func copyFloat64s(t *tensor.Dense, v []float64) {
+	switch d := t.Data().(type) {
+	case []float64:
+		copy(d, v)
+	case []float32:
+		for i, x := range v {
+			d[i] = float32(x)
+		}
+	}
+}
+
 func (t *Task) batchOptions() graphdata.BatchOptions {
 	return graphdata.BatchOptions{MaxDist: t.data.MaxDist, MaxNodes: t.data.MaxNodes, LapK: t.data.LapK, Cache: t.data.Cache}
 }
 
+func (t *Task) modelInputs() modelInputs {
+	return modelInputs{unreachable: t.data.Unreachable, std: t.std}
+}
+
 // Build implements trainer.Task: the model for batches of Batch graphs
-// padded to PadNodes nodes, and the mean cross-entropy over real nodes.
+// padded to PadNodes nodes, and the mean cross-entropy over real nodes
+// (classification) or the mean squared error of the standardised targets
+// (regression, MSE).
 func (t *Task) Build(g *G.ExprGraph, p *graph.Params) (*G.Node, G.Nodes, error) {
-	in, err := newInputs(g, p, t.gcfg, t.data.Train, t.cfg.Batch, t.data.PadNodes, t.batchOptions())
+	in, err := newInputs(g, p, t.gcfg, t.data.Train, t.cfg.Batch, t.data.PadNodes, t.batchOptions(), t.modelInputs())
 	if err != nil {
 		return nil, nil, err
 	}
 	t.in = in
-	loss, err := graph.CrossEntropy(in.logits, in.yN)
+	var loss *G.Node
+	if t.data.Train.Regression {
+		loss, err = MSE(in.logits, in.yN)
+	} else {
+		loss, err = graph.CrossEntropy(in.logits, in.yN)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
 	return loss, in.m.Learnables(), nil
+}
+
+// MSE is the mean squared error of predictions pred [B, 1] (or [B])
+// against targets y [B]: mean_b (pred_b - y_b)², a scalar, from
+// Gorgonia's differentiable Sub, Square and Mean.
+func MSE(pred, y *G.Node) (*G.Node, error) {
+	b := y.Shape().TotalSize()
+	if pred.Shape().TotalSize() != b || y.Dims() != 1 {
+		return nil, errors.Errorf("graph task: mean squared error of predictions %v and targets %v, want [B, 1] and [B]", pred.Shape(), y.Shape())
+	}
+	p, err := graph.Reshape(pred, b)
+	if err != nil {
+		return nil, err
+	}
+	d, err := G.Sub(p, y)
+	if err != nil {
+		return nil, errors.Wrap(err, "graph task: mean squared error")
+	}
+	sq, err := G.Square(d)
+	if err != nil {
+		return nil, errors.Wrap(err, "graph task: mean squared error")
+	}
+	m, err := G.Mean(sq)
+	return m, errors.Wrap(err, "graph task: mean squared error")
 }
 
 // trainStream separates the batch streams of the graph task from other
@@ -371,11 +548,21 @@ type taskConfig struct {
 	PadNodes, MaxNodes   int
 	Features, Classes    int
 	PerNode, VirtualNode bool
+	// Regression, Unreachable and Standardiser are omitted when zero, so
+	// the checkpoints of classification runs made before them still load.
+	Regression   bool         `json:",omitempty"`
+	Unreachable  string       `json:",omitempty"`
+	Standardiser Standardiser `json:",omitzero"`
 }
 
 func (t *Task) taskConfig() taskConfig {
+	u := t.data.Unreachable
+	if u == UnreachableBucket {
+		u = ""
+	}
 	return taskConfig{Kind: t.data.Train.Options.Kind, MaxDist: t.data.MaxDist, LapK: t.data.LapK, PadNodes: t.data.PadNodes,
-		MaxNodes: t.data.MaxNodes, Features: t.gcfg.Features, Classes: t.gcfg.Classes, PerNode: t.gcfg.PerNode, VirtualNode: t.gcfg.VirtualNode}
+		MaxNodes: t.data.MaxNodes, Features: t.gcfg.Features, Classes: t.gcfg.Classes, PerNode: t.gcfg.PerNode, VirtualNode: t.gcfg.VirtualNode,
+		Regression: t.gcfg.Regression, Unreachable: u, Standardiser: t.std}
 }
 
 // TaskConfig implements trainer.TaskConfigurer.
@@ -398,6 +585,14 @@ func (t *Task) CheckTaskConfig(saved []byte) error {
 // Validate implements trainer.Task: the node accuracy on the validation
 // graphs.
 func (t *Task) Validate(p *graph.Params) (trainer.Validation, error) {
+	if t.data.Train.Regression {
+		r, err := t.Evaluate(p, t.data.Val)
+		if err != nil {
+			return trainer.Validation{}, err
+		}
+		return trainer.Validation{Name: "rmse", Value: r.RMSE,
+			Text: fmt.Sprintf("validation: RMSE %.3f, MAE %.3f, R² %.4f (%d graphs)", r.RMSE, r.MAE, r.R2, r.Graphs)}, nil
+	}
 	r, err := Evaluate(p, t.gcfg, t.data.Val, t.batchOptions(), t.cfg.EvalBatch)
 	if err != nil {
 		return trainer.Validation{}, err
@@ -422,6 +617,14 @@ type EvalResult struct {
 	Right []int
 	// PadNodes is the N the graphs were padded to (the largest of ds).
 	PadNodes int
+	// Regression (Task.Evaluate of a regression data set): RMSE and MAE
+	// of the predictions in the targets' units (the model's standardised
+	// output mapped back), R2 = 1 - SSE/SST with SST about the mean of
+	// ds's own targets, and the absolute error of each graph of ds, in its
+	// order. Loss is then the mean squared error on the standardised
+	// scale, Nodes the real nodes of the graphs, Accuracy 0.
+	RMSE, MAE, R2 float64
+	AbsErr        []float64
 }
 
 // Evaluate classifies every graph of ds with the weights p (a model of
@@ -432,6 +635,24 @@ type EvalResult struct {
 // for an empty data set, an empty or malformed graph, or a graph larger
 // than the model's configured maximum (naming both).
 func Evaluate(p *graph.Params, gc layers.GraphConfig, ds *graphdata.Dataset, o graphdata.BatchOptions, batch int) (EvalResult, error) {
+	if ds != nil && ds.Regression {
+		return EvalResult{}, errors.New("graph evaluation: a regression data set is scored by Task.Evaluate (it needs the training targets' standardisation)")
+	}
+	return evaluate(p, gc, ds, o, batch, modelInputs{})
+}
+
+// Evaluate scores every graph of ds with the weights p as the task's model
+// (its padding mask option, and for regression its standardisation of the
+// training targets), in batches of EvalBatch: Evaluate's node accuracy, or
+// for a regression data set RMSE, MAE and R² (EvalResult).
+func (t *Task) Evaluate(p *graph.Params, ds *graphdata.Dataset) (EvalResult, error) {
+	if ds != nil && ds.Regression != t.data.Train.Regression {
+		return EvalResult{}, errors.New("graph evaluation: a regression model scores regression data, a classifier classification data")
+	}
+	return evaluate(p, t.gcfg, ds, t.batchOptions(), t.cfg.EvalBatch, t.modelInputs())
+}
+
+func evaluate(p *graph.Params, gc layers.GraphConfig, ds *graphdata.Dataset, o graphdata.BatchOptions, batch int, mo modelInputs) (EvalResult, error) {
 	var r EvalResult
 	if ds == nil || len(ds.Examples) == 0 {
 		return r, errors.New("graph evaluation: no graphs")
@@ -457,7 +678,7 @@ func Evaluate(p *graph.Params, gc layers.GraphConfig, ds *graphdata.Dataset, o g
 	run := func(from, b int) error {
 		g := G.NewGraph()
 		defer p.Forget(g)
-		in, err := newInputs(g, p, gc, ds, b, n, o)
+		in, err := newInputs(g, p, gc, ds, b, n, o, mo)
 		if err != nil {
 			return err
 		}
@@ -478,7 +699,11 @@ func Evaluate(p *graph.Params, gc layers.GraphConfig, ds *graphdata.Dataset, o g
 			if err := vm.RunAll(); err != nil {
 				return errors.Wrap(err, "graph evaluation")
 			}
-			score(&r, graph.ToFloat64s(in.logits.Value()), bt, gc.Classes)
+			if ds.Regression {
+				scoreRegression(&r, graph.ToFloat64s(in.logits.Value()), bt, mo.std)
+			} else {
+				score(&r, graph.ToFloat64s(in.logits.Value()), bt, gc.Classes)
+			}
 			vm.Reset()
 		}
 		return nil
@@ -494,6 +719,9 @@ func Evaluate(p *graph.Params, gc layers.GraphConfig, ds *graphdata.Dataset, o g
 	}
 	if r.Nodes == 0 {
 		return r, errors.New("graph evaluation: nothing scored")
+	}
+	if ds.Regression {
+		return finishRegression(r, ds)
 	}
 	r.Accuracy = float64(r.Correct) / float64(r.Nodes)
 	r.Loss /= float64(r.Nodes)
@@ -547,4 +775,47 @@ func score(r *EvalResult, out []float64, bt *graphdata.Batch, k int) {
 			r.GraphAccuracy++
 		}
 	}
+}
+
+// scoreRegression adds the predictions out [B] (standardised) of batch bt
+// to r: the squared standardised error to Loss, the absolute error in the
+// targets' units to AbsErr and MAE, the squared one to RMSE (sums until
+// finishRegression).
+func scoreRegression(r *EvalResult, out []float64, bt *graphdata.Batch, std Standardiser) {
+	for b := 0; b < bt.B; b++ {
+		z := (bt.Targets[b] - std.Mean) / std.Std
+		r.Loss += (out[b] - z) * (out[b] - z)
+		e := out[b]*std.Std + std.Mean - bt.Targets[b]
+		r.AbsErr = append(r.AbsErr, math.Abs(e))
+		r.MAE += math.Abs(e)
+		r.RMSE += e * e
+		r.Graphs++
+		r.Nodes += bt.Nodes[b]
+	}
+}
+
+// finishRegression turns the sums of scoreRegression into means, RMSE and
+// R² (about the mean of ds's targets; 0/0 when they are all equal: R² 0
+// for a perfect fit is not claimed, it is NaN and an error).
+func finishRegression(r EvalResult, ds *graphdata.Dataset) (EvalResult, error) {
+	g := float64(r.Graphs)
+	sse := r.RMSE
+	r.Loss /= g
+	r.MAE /= g
+	r.RMSE = math.Sqrt(sse / g)
+	mean := 0.0
+	for _, ex := range ds.Examples {
+		mean += ex.Target
+	}
+	mean /= float64(len(ds.Examples))
+	sst := 0.0
+	for _, ex := range ds.Examples {
+		sst += (ex.Target - mean) * (ex.Target - mean)
+	}
+	r.R2 = 1 - sse/sst
+	r.GraphAccuracy, r.Accuracy = 0, 0
+	if math.IsNaN(r.Loss) || math.IsInf(r.Loss, 0) || math.IsNaN(r.R2) {
+		return r, errors.Errorf("graph evaluation: mean squared error %v, R² %v: the model's outputs are not finite or the targets are all equal", r.Loss, r.R2)
+	}
+	return r, nil
 }
