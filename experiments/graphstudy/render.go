@@ -146,34 +146,8 @@ func Markdown(p Plan, rows []Row, pending []string) string {
 		}
 		b.WriteString("\n")
 	}
-	tr, _ := byEncoding(rows, func(r Row) float64 { return r.TrainMsPerStep })
-	ev, _ := byEncoding(rows, func(r Row) float64 { return r.EvalMsPerGraph })
-	par := map[string]int{}
-	for _, r := range rows {
-		par[r.Encoding] = r.Params
-	}
 	b.WriteString(pairedSection(p, rows))
-	b.WriteString("\n## Speed\n\n")
-	fmt.Fprintf(&b, "Training ms per update (%d graphs padded to %d nodes) and evaluation ms per graph (means over seeds; measured as the study ran, so they include whatever else the machine ran).\n\n",
-		p.Base.Batch, p.Task.MaxNodes)
-	b.WriteString("| encoding | params | train ms/update |")
-	for _, s := range sets {
-		fmt.Fprintf(&b, " eval ms/graph %s |", s.Name)
-	}
-	b.WriteString("\n|---|---:|---:|" + strings.Repeat("---:|", len(sets)) + "\n")
-	for _, e := range encs {
-		fmt.Fprintf(&b, "| %s | %d | %.1f |", e, par[e], tr[[2]string{e, sets[0].Name}].Mean)
-		for _, s := range sets {
-			fmt.Fprintf(&b, " %.2f |", ev[[2]string{e, s.Name}].Mean)
-		}
-		b.WriteString("\n")
-	}
-	if len(rows) > 0 {
-		fmt.Fprintf(&b, "\nBLAS: %s; %s.\n", rows[0].BLAS, rows[0].GoVersion)
-	}
-	if len(pending) > 0 {
-		fmt.Fprintf(&b, "\nNot yet run: %s.\n", strings.Join(pending, ", "))
-	}
+	b.WriteString(speedSection(rows, encs, sets, fmt.Sprintf("Training ms per update (%d graphs padded to %d nodes) and evaluation ms per graph", p.Base.Batch, p.Task.MaxNodes), "graph", pending))
 	return b.String()
 }
 
@@ -346,32 +320,7 @@ func RegressionMarkdown(p Plan, rows []Row, pending []string) string {
 		conds = append(conds, ts.Name)
 	}
 	b.WriteString(study.PairedSection("Paired comparisons", conds, &t, "MAE", "Å²", "molecules", "%.2f", stats.LowerIsBetter))
-	tr, _ := byEncoding(rows, func(r Row) float64 { return r.TrainMsPerStep })
-	ev, _ := byEncoding(rows, func(r Row) float64 { return r.EvalMsPerGraph })
-	par := map[string]int{}
-	for _, r := range rows {
-		par[r.Encoding] = r.Params
-	}
-	b.WriteString("\n## Speed\n\n")
-	fmt.Fprintf(&b, "Training ms per update (%d molecules padded to the largest training molecule) and evaluation ms per molecule (means over seeds; measured as the study ran, so they include whatever else the machine ran).\n\n", p.Base.Batch)
-	b.WriteString("| encoding | params | train ms/update |")
-	for _, s := range sets {
-		fmt.Fprintf(&b, " eval ms/molecule %s |", s.Name)
-	}
-	b.WriteString("\n|---|---:|---:|" + strings.Repeat("---:|", len(sets)) + "\n")
-	for _, e := range encs {
-		fmt.Fprintf(&b, "| %s | %d | %.1f |", e, par[e], tr[[2]string{e, sets[0].Name}].Mean)
-		for _, s := range sets {
-			fmt.Fprintf(&b, " %.2f |", ev[[2]string{e, s.Name}].Mean)
-		}
-		b.WriteString("\n")
-	}
-	if len(rows) > 0 {
-		fmt.Fprintf(&b, "\nBLAS: %s; %s.\n", rows[0].BLAS, rows[0].GoVersion)
-	}
-	if len(pending) > 0 {
-		fmt.Fprintf(&b, "\nNot yet run: %s.\n", strings.Join(pending, ", "))
-	}
+	b.WriteString(speedSection(rows, encs, sets, fmt.Sprintf("Training ms per update (%d molecules padded to the largest training molecule) and evaluation ms per molecule", p.Base.Batch), "molecule", pending))
 	return b.String()
 }
 
@@ -440,4 +389,39 @@ func RegressionPlot(p Plan, rows []Row, path string) error {
 		return errors.Wrapf(err, "drawing %s", path)
 	}
 	return study.WriteFileAtomic(path, buf.Bytes())
+}
+
+// speedSection is the "Speed" section of table.md: per encoding (encs, in
+// order) its parameters, training ms per update and evaluation ms per item
+// on each test set (what names the two measures, item the unit of the
+// second), then the BLAS and the jobs not yet run.
+func speedSection(rows []Row, encs []string, sets []TestSet, what, item string, pending []string) string {
+	var b strings.Builder
+	tr, _ := byEncoding(rows, func(r Row) float64 { return r.TrainMsPerStep })
+	ev, _ := byEncoding(rows, func(r Row) float64 { return r.EvalMsPerGraph })
+	par := map[string]int{}
+	for _, r := range rows {
+		par[r.Encoding] = r.Params
+	}
+	b.WriteString("\n## Speed\n\n")
+	fmt.Fprintf(&b, "%s (means over seeds; measured as the study ran, so they include whatever else the machine ran).\n\n", what)
+	b.WriteString("| encoding | params | train ms/update |")
+	for _, s := range sets {
+		fmt.Fprintf(&b, " eval ms/%s %s |", item, s.Name)
+	}
+	b.WriteString("\n|---|---:|---:|" + strings.Repeat("---:|", len(sets)) + "\n")
+	for _, e := range encs {
+		fmt.Fprintf(&b, "| %s | %d | %.1f |", e, par[e], tr[[2]string{e, sets[0].Name}].Mean)
+		for _, s := range sets {
+			fmt.Fprintf(&b, " %.2f |", ev[[2]string{e, s.Name}].Mean)
+		}
+		b.WriteString("\n")
+	}
+	if len(rows) > 0 {
+		fmt.Fprintf(&b, "\nBLAS: %s; %s.\n", rows[0].BLAS, rows[0].GoVersion)
+	}
+	if len(pending) > 0 {
+		fmt.Fprintf(&b, "\nNot yet run: %s.\n", strings.Join(pending, ", "))
+	}
+	return b.String()
 }
